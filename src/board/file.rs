@@ -1,0 +1,1 @@
+//! File board (to be written).

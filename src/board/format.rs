@@ -1,0 +1,1 @@
+//! Signal-file bodies (to be written).

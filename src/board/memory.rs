@@ -1,0 +1,97 @@
+//! A board in memory, shared by the ranks of one process: for unit tests and
+//! the simulator. It can refuse a [`Access::Try`] now and then, as a contended
+//! file lock would, to exercise the `Retry` paths.
+
+use super::{Access, Board, Locked, OpenIndex, Sos};
+use crate::error::{Error, Result};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+#[derive(Debug, Default)]
+struct Shared {
+    sos: Vec<Sos>,
+    index: OpenIndex,
+    /// State of the generator deciding which `Try` accesses find the lock busy.
+    busy_state: u64,
+}
+
+/// One rank's handle on a board shared in memory.
+#[derive(Clone, Debug)]
+pub struct MemoryBoard {
+    shared: Arc<Mutex<Shared>>,
+    busy_one_in: u64,
+}
+
+impl MemoryBoard {
+    /// A board for `ranks` ranks, every SOS closed. Clone it for each rank.
+    pub fn new(ranks: usize) -> Self {
+        let sos = (0..ranks)
+            .map(|rank| Sos {
+                rank,
+                ..Sos::default()
+            })
+            .collect();
+        MemoryBoard {
+            shared: Arc::new(Mutex::new(Shared {
+                sos,
+                ..Shared::default()
+            })),
+            busy_one_in: 0,
+        }
+    }
+
+    /// Make about one `Try` access in `n` find the lock busy (0: never),
+    /// deterministically from `seed`.
+    pub fn with_busy_locks(mut self, n: u64, seed: u64) -> Self {
+        self.busy_one_in = n;
+        self.lock().busy_state = seed;
+        self
+    }
+
+    /// A copy of the SOS record of `rank`.
+    pub fn sos(&self, rank: usize) -> Sos {
+        self.lock().sos[rank].clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        // A panic in another test thread must not hide this one's result.
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Board for MemoryBoard {
+    fn with_sos(&mut self, rank: usize, access: Access, f: &mut dyn FnMut(&mut Sos)) -> Result<Locked> {
+        let mut shared = self.lock();
+        if access == Access::Try && self.busy_one_in > 0 {
+            shared.busy_state = crate::splitmix64(shared.busy_state);
+            if shared.busy_state % self.busy_one_in == 0 {
+                return Ok(Locked::Busy);
+            }
+        }
+        let sos = shared
+            .sos
+            .get_mut(rank)
+            .ok_or_else(|| Error::Internal(format!("no SOS record for rank {rank}")))?;
+        f(sos);
+        Ok(Locked::Done)
+    }
+
+    fn reset_sos(&mut self, sos: &Sos) -> Result<()> {
+        let mut shared = self.lock();
+        match shared.sos.get_mut(sos.rank) {
+            Some(slot) => {
+                *slot = sos.clone();
+                Ok(())
+            }
+            None => Err(Error::Internal(format!("no SOS record for rank {}", sos.rank))),
+        }
+    }
+
+    fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()> {
+        f(&mut self.lock().index);
+        Ok(())
+    }
+
+    fn read_index(&mut self) -> Result<Option<OpenIndex>> {
+        Ok(Some(self.lock().index.clone()))
+    }
+}

@@ -1,0 +1,334 @@
+//! Pure planning: the initial blocks, Algorithm 1 (warm-up rescaling) and the
+//! help shares of Algorithm 2.
+//!
+//! Everything here is a deterministic function of its arguments: every rank
+//! computes the same plan from the same gathered vector.
+
+use crate::ids::IdSet;
+use serde::{Deserialize, Serialize};
+use std::ops::Range;
+
+/// The initial block of `rank`: ids are cut into `ranks` contiguous blocks
+/// whose sizes differ by at most one.
+pub fn initial_block(total: u64, ranks: usize, rank: usize) -> Range<u64> {
+    let p = ranks.max(1) as u128;
+    let z = total as u128;
+    let start = z * rank as u128 / p;
+    let end = z * (rank as u128 + 1) / p;
+    start as u64..end as u64
+}
+
+/// What one rank contributes to the warm-up collective (DESIGN §4, step 3).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WarmupReport {
+    /// Realisations done during the warm-up (`x_i`).
+    pub done: u64,
+    /// Measured speed `v_i`, realisations per second of computing.
+    pub speed: f64,
+    /// The unfinished tail of the rank's block.
+    pub tail: Range<u64>,
+}
+
+impl WarmupReport {
+    /// Fixed-size form for the collective.
+    pub fn to_words(&self) -> [u64; 4] {
+        [self.done, self.speed.to_bits(), self.tail.start, self.tail.end]
+    }
+
+    /// Inverse of [`WarmupReport::to_words`].
+    pub fn from_words(w: [u64; 4]) -> Self {
+        WarmupReport {
+            done: w[0],
+            speed: f64::from_bits(w[1]),
+            tail: w[2]..w[3],
+        }
+    }
+}
+
+/// The result of Algorithm 1.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The new quota of each rank.
+    pub quotas: Vec<IdSet>,
+    /// `y_i`: the number of ids in each quota; `Σ y_i = Y`.
+    pub shares: Vec<u64>,
+    /// `t2 = Y / Σv`: seconds from the plan to the horizon `T_e`.
+    pub duration: f64,
+}
+
+/// A usable speed: finite and positive, else zero.
+fn usable(v: f64) -> f64 {
+    if v.is_finite() && v > 0.0 { v } else { 0.0 }
+}
+
+/// Split `amount` in proportion to `weights` by largest remainder, so that the
+/// parts sum to `amount` exactly. Ties go to the lower index. Zero, negative or
+/// non-finite weights count as zero; if every weight is zero the split is equal.
+pub fn largest_remainder(amount: u64, weights: &[f64]) -> Vec<u64> {
+    let n = weights.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let vmax = weights.iter().copied().map(usable).fold(0.0, f64::max);
+    // Integer weights make the split exact and platform-independent.
+    let w: Vec<u128> = if vmax > 0.0 {
+        weights
+            .iter()
+            .map(|&v| (usable(v) / vmax * (1u64 << 40) as f64).round() as u128)
+            .collect()
+    } else {
+        vec![1; n]
+    };
+    let sum: u128 = w.iter().sum::<u128>().max(1);
+    let y = amount as u128;
+    let mut parts: Vec<u64> = w.iter().map(|&wi| (y * wi / sum) as u64).collect();
+    let given: u64 = parts.iter().sum();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(y * w[i] % sum), i));
+    for &i in order.iter().take((amount - given) as usize) {
+        parts[i] += 1;
+    }
+    parts
+}
+
+/// Algorithm 1: the plan every rank computes from the gathered warm-up reports.
+///
+/// `Y` is the number of ids left in the tails; `y_i = Y·v_i/Σv` rounded by
+/// largest remainder; the tails, in id order, are cut into consecutive pieces
+/// of sizes `y_0, y_1, …`.
+pub fn rescale(reports: &[WarmupReport]) -> Plan {
+    let speeds: Vec<f64> = reports.iter().map(|r| r.speed).collect();
+    let mut tails: Vec<Range<u64>> = reports
+        .iter()
+        .map(|r| r.tail.clone())
+        .filter(|t| t.start < t.end)
+        .collect();
+    tails.sort_by_key(|t| t.start);
+    let remaining: u64 = tails.iter().map(|t| t.end - t.start).sum();
+    let shares = largest_remainder(remaining, &speeds);
+    let mut pool = IdSet::new();
+    for t in tails {
+        pool.insert(t);
+    }
+    let quotas = shares.iter().map(|&y| pool.take_front(y)).collect();
+    let total_speed: f64 = speeds.iter().copied().map(usable).sum();
+    let duration = if total_speed > 0.0 {
+        remaining as f64 / total_speed
+    } else {
+        0.0
+    };
+    Plan {
+        quotas,
+        shares,
+        duration,
+    }
+}
+
+/// How a helper sizes the share it takes from an open SOS (DESIGN §5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HelpPolicy {
+    /// `k = R·v_h/(v_h+v_j)`: owner and helper finish together (the paper).
+    Proportional,
+    /// Proportional, but at most `R/2`, leaving work for further helpers.
+    Half,
+    /// Owner, earlier helpers of this SOS and the new helper all finish
+    /// together: `k = v_h·(R + Σr_a)/(v_j + Σv_a + v_h)`, where `r_a` and
+    /// `v_a` are what each earlier helper still has and its speed.
+    #[default]
+    Balanced,
+}
+
+/// What a helper knows when it sizes its share.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShareInput {
+    /// `R`: the owner's remaining ids (lease left plus unleased tail), estimated now.
+    pub owner_remaining: f64,
+    /// `v_j`: the owner's speed.
+    pub owner_speed: f64,
+    /// `v_h`: the helper's speed.
+    pub helper_speed: f64,
+    /// `(v_a, r_a)` of each earlier helper of this SOS.
+    pub others: Vec<(f64, f64)>,
+    /// Ids that may be taken: the unleased tail.
+    pub available: u64,
+}
+
+/// The number of ids a helper takes; zero means "do not take".
+pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
+    let r = s.owner_remaining.max(0.0);
+    let vj = usable(s.owner_speed);
+    let vh = usable(s.helper_speed);
+    let k = if vh == 0.0 {
+        // A helper that has never computed: take one id and learn its speed.
+        1.0
+    } else if vj == 0.0 {
+        // The owner makes no progress: take everything available.
+        r
+    } else {
+        match policy {
+            HelpPolicy::Proportional => r * vh / (vh + vj),
+            HelpPolicy::Half => (r * vh / (vh + vj)).min(r / 2.0),
+            HelpPolicy::Balanced => {
+                let (sv, sr) = s
+                    .others
+                    .iter()
+                    .fold((0.0, 0.0), |(sv, sr), &(v, rem)| (sv + usable(v), sr + rem.max(0.0)));
+                vh * (r + sr) / (vj + sv + vh)
+            }
+        }
+    };
+    (k.round() as u64).min(s.available)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reports(total: u64, done: &[u64], speeds: &[f64]) -> Vec<WarmupReport> {
+        let p = speeds.len();
+        (0..p)
+            .map(|i| {
+                let b = initial_block(total, p, i);
+                let x = done[i].min(b.end - b.start);
+                WarmupReport {
+                    done: x,
+                    speed: speeds[i],
+                    tail: b.start + x..b.end,
+                }
+            })
+            .collect()
+    }
+
+    /// Every id of every tail lands in exactly one quota, nothing else does.
+    fn assert_partition(reps: &[WarmupReport], plan: &Plan) {
+        let mut seen = IdSet::new();
+        let mut count = 0;
+        for q in &plan.quotas {
+            count += q.len();
+            seen.extend(q);
+        }
+        let mut tails = IdSet::new();
+        for r in reps {
+            tails.insert(r.tail.clone());
+        }
+        assert_eq!(count, tails.len(), "an id was given twice");
+        assert_eq!(seen, tails, "the quotas are not the tails");
+        let y: Vec<u64> = plan.quotas.iter().map(IdSet::len).collect();
+        assert_eq!(y, plan.shares);
+    }
+
+    #[test]
+    fn blocks_cover_every_id_once() {
+        for (z, p) in [(10, 3), (2, 5), (0, 4), (6000, 16), (1, 1)] {
+            let mut next = 0;
+            for i in 0..p {
+                let b = initial_block(z, p, i);
+                assert_eq!(b.start, next);
+                assert!(b.end - b.start <= z / p as u64 + 1);
+                next = b.end;
+            }
+            assert_eq!(next, z);
+        }
+    }
+
+    #[test]
+    fn shares_sum_to_the_remaining_ids_and_follow_speed() {
+        let speeds = [50.0, 25.0, 12.5, 5.0, 50.0, 25.0, 12.5, 5.0];
+        let reps = reports(6000, &[50, 25, 12, 5, 50, 25, 12, 5], &speeds);
+        let plan = rescale(&reps);
+        let y: u64 = plan.shares.iter().sum();
+        assert_eq!(y, 6000 - 184);
+        let vsum: f64 = speeds.iter().sum();
+        for (i, &v) in speeds.iter().enumerate() {
+            let exact = y as f64 * v / vsum;
+            assert!((plan.shares[i] as f64 - exact).abs() < 1.0, "rank {i}");
+        }
+        assert!((plan.duration - y as f64 / vsum).abs() < 1e-12);
+        assert_partition(&reps, &plan);
+    }
+
+    #[test]
+    fn fewer_ids_than_ranks() {
+        let reps = reports(3, &[0, 1, 0, 0, 0], &[0.0, 10.0, 0.0, 0.0, 0.0]);
+        let plan = rescale(&reps);
+        assert_eq!(plan.shares.iter().sum::<u64>(), 2);
+        assert_eq!(plan.shares[1], 2, "only the rank with a speed gets work");
+        assert_partition(&reps, &plan);
+    }
+
+    #[test]
+    fn one_rank_keeps_its_tail() {
+        let reps = reports(100, &[7], &[3.0]);
+        let plan = rescale(&reps);
+        assert_eq!(plan.quotas, vec![IdSet::from_range(7..100)]);
+        assert!((plan.duration - 93.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_rank_with_zero_speed_gets_nothing_and_all_zero_splits_equally() {
+        let reps = reports(1000, &[10, 0, 10], &[10.0, 0.0, f64::NAN]);
+        let plan = rescale(&reps);
+        assert_eq!(plan.shares[1], 0);
+        assert_eq!(plan.shares[2], 0);
+        assert_eq!(plan.shares[0], 980);
+        assert_partition(&reps, &plan);
+
+        let reps = reports(1000, &[0, 0, 0], &[0.0, 0.0, 0.0]);
+        let plan = rescale(&reps);
+        assert_eq!(plan.shares, vec![334, 333, 333]);
+        assert_eq!(plan.duration, 0.0);
+        assert_partition(&reps, &plan);
+    }
+
+    #[test]
+    fn huge_totals_are_split_exactly() {
+        let z = 1_000_000_000_000u64;
+        let speeds = [1.0, 3.0, 7.0, 1e-9, 2.5];
+        let reps = reports(z, &[1, 2, 3, 4, 5], &speeds);
+        let plan = rescale(&reps);
+        assert_eq!(plan.shares.iter().sum::<u64>(), z - 15);
+        let vsum: f64 = speeds.iter().sum();
+        for (i, &v) in speeds.iter().enumerate() {
+            let exact = (z - 15) as f64 * v / vsum;
+            // 2^-40 relative resolution of the integer weights.
+            assert!((plan.shares[i] as f64 - exact).abs() <= 1.0 + exact * 1e-11, "rank {i}");
+        }
+        assert_partition(&reps, &plan);
+    }
+
+    #[test]
+    fn largest_remainder_breaks_ties_by_rank() {
+        assert_eq!(largest_remainder(2, &[1.0, 1.0, 1.0]), vec![1, 1, 0]);
+        assert_eq!(largest_remainder(0, &[1.0, 2.0]), vec![0, 0]);
+        assert_eq!(largest_remainder(7, &[]), Vec::<u64>::new());
+    }
+
+    fn input(r: f64, vj: f64, vh: f64, others: Vec<(f64, f64)>) -> ShareInput {
+        ShareInput {
+            owner_remaining: r,
+            owner_speed: vj,
+            helper_speed: vh,
+            others,
+            available: 1000,
+        }
+    }
+
+    #[test]
+    fn shares_follow_the_policies() {
+        let s = input(300.0, 10.0, 20.0, vec![]);
+        assert_eq!(share(HelpPolicy::Proportional, &s), 200);
+        assert_eq!(share(HelpPolicy::Half, &s), 150);
+        assert_eq!(share(HelpPolicy::Balanced, &s), 200);
+        // One earlier helper at speed 10 with 100 ids left: all three finish together.
+        let s = input(300.0, 10.0, 20.0, vec![(10.0, 100.0)]);
+        let k = share(HelpPolicy::Balanced, &s);
+        assert_eq!(k, 200);
+        let t_owner = (300.0 - k as f64) / 10.0;
+        assert!((t_owner - k as f64 / 20.0).abs() < 0.1);
+        // Never more than the tail; zero when the helper is too slow to matter.
+        let mut s = input(300.0, 10.0, 20.0, vec![]);
+        s.available = 50;
+        assert_eq!(share(HelpPolicy::Proportional, &s), 50);
+        assert_eq!(share(HelpPolicy::Proportional, &input(2.0, 100.0, 1.0, vec![])), 0);
+    }
+}

@@ -1,0 +1,133 @@
+//! Throughput measurement and the finishing-time forecast (pure).
+//!
+//! A chunk's time is the time between the `next` call that returned it and the
+//! following `next` call: time spent computing, not waiting. The estimator
+//! keeps cumulative counters updated on every chunk (two additions, nothing
+//! else on the fast path) and, at each check, a sample of them; the speed is
+//! measured over the samples that span the last `window` seconds of computing.
+
+use std::collections::VecDeque;
+
+/// Speed estimator of one rank.
+#[derive(Clone, Debug)]
+pub struct Speed {
+    window: f64,
+    busy: f64,
+    done: u64,
+    samples: VecDeque<(f64, u64)>,
+    estimate: f64,
+}
+
+impl Speed {
+    /// An estimator measuring over `window` seconds of computing time.
+    pub fn new(window: f64) -> Self {
+        Speed {
+            window,
+            busy: 0.0,
+            done: 0,
+            samples: VecDeque::from([(0.0, 0)]),
+            estimate: 0.0,
+        }
+    }
+
+    /// Account a finished chunk of `n` realisations that took `busy` seconds.
+    #[inline]
+    pub fn record(&mut self, busy: f64, n: u64) {
+        self.busy += busy;
+        self.done += n;
+    }
+
+    /// Realisations done so far.
+    pub fn done(&self) -> u64 {
+        self.done
+    }
+
+    /// Seconds spent computing so far.
+    pub fn busy(&self) -> f64 {
+        self.busy
+    }
+
+    /// Take a sample and refresh the estimate; returns it.
+    pub fn update(&mut self) -> f64 {
+        let now = (self.busy, self.done);
+        if self.samples.back().is_some_and(|&(b, _)| b < now.0) {
+            self.samples.push_back(now);
+        }
+        // Keep exactly one sample at or before the start of the window.
+        while self.samples.len() > 2 && self.samples[1].0 <= now.0 - self.window {
+            self.samples.pop_front();
+        }
+        let (b0, d0) = self.samples[0];
+        if now.0 > b0 && now.1 > d0 {
+            self.estimate = (now.1 - d0) as f64 / (now.0 - b0);
+        } else if self.busy > 0.0 && self.done > 0 {
+            self.estimate = self.done as f64 / self.busy;
+        }
+        self.estimate
+    }
+
+    /// The current estimate, realisations per second (0 before any measurement).
+    pub fn get(&self) -> f64 {
+        self.estimate
+    }
+
+    /// Replace the estimate (a helper taking work before it ever measured).
+    pub fn seed(&mut self, v: f64) {
+        if self.estimate == 0.0 && v.is_finite() && v > 0.0 {
+            self.estimate = v;
+        }
+    }
+}
+
+/// The forecast finishing time `τ = now + remaining / v`; infinite when the
+/// speed is unknown and work remains.
+pub fn forecast(now: f64, remaining: u64, speed: f64) -> f64 {
+    if remaining == 0 {
+        now
+    } else if speed > 0.0 {
+        now + remaining as f64 / speed
+    } else {
+        f64::INFINITY
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_speed_is_measured_exactly() {
+        let mut s = Speed::new(2.0);
+        for _ in 0..40 {
+            s.record(0.1, 5);
+            s.update();
+        }
+        assert!((s.get() - 50.0).abs() < 1e-9);
+        assert_eq!(s.done(), 200);
+    }
+
+    #[test]
+    fn the_window_forgets_old_speed() {
+        let mut s = Speed::new(1.0);
+        for _ in 0..50 {
+            s.record(0.1, 10); // 100/s
+            s.update();
+        }
+        for _ in 0..15 {
+            s.record(0.1, 2); // 20/s
+            s.update();
+        }
+        assert!((s.get() - 20.0).abs() < 1e-9, "{}", s.get());
+    }
+
+    #[test]
+    fn no_measurement_means_no_speed() {
+        let mut s = Speed::new(1.0);
+        assert_eq!(s.update(), 0.0);
+        assert_eq!(forecast(3.0, 10, 0.0), f64::INFINITY);
+        assert_eq!(forecast(3.0, 0, 0.0), 3.0);
+        assert_eq!(forecast(3.0, 10, 5.0), 5.0);
+        s.seed(4.0);
+        assert_eq!(s.get(), 4.0);
+    }
+}

@@ -1,0 +1,1 @@
+//! Statistics of the observables (to be written).
