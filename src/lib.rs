@@ -5,6 +5,11 @@ pub mod board;
 pub mod error;
 pub mod ids;
 pub mod plan;
+pub mod scenario;
+pub mod sim;
+pub mod policy;
+pub mod config;
+pub mod topology;
 pub mod speed;
 pub mod stats;
 

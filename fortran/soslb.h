@@ -1,0 +1,85 @@
+/*
+ * soslb: the C interface.
+ *
+ * Load balancing of Monte-Carlo realisations over the ranks of an MPI
+ * communicator. Every function returns 0 on success or one of the SOSLB_ERR_*
+ * codes; soslb_error_message() gives the text of the last error of the
+ * calling thread. Ids are 0-based here (the Fortran module makes them 1-based).
+ *
+ *   soslb *lb;
+ *   int64_t first, count;
+ *   soslb_init(MPI_Comm_c2f(MPI_COMM_WORLD), total, "soslb.ron", &lb);
+ *   while (soslb_next(lb, &first, &count) == SOSLB_OK && count > 0)
+ *       for (int64_t id = first; id < first + count; id++) {
+ *           double x = realisation(id);      // seeds its generator from id
+ *           soslb_add(lb, &x, 1);
+ *       }
+ *   soslb_finalize(&lb, mean, std_error, 1);
+ *
+ * The library never calls MPI_Init or MPI_Finalize and makes MPI calls only
+ * from the thread that calls it.
+ */
+#ifndef SOSLB_H
+#define SOSLB_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes. */
+#define SOSLB_OK 0
+#define SOSLB_ERR_ARGUMENT 1 /* a wrong argument: total <= 0, NULL pointer, one-rank communicator, ... */
+#define SOSLB_ERR_CONFIG 2   /* the configuration file or a SOSLB_* variable is wrong */
+#define SOSLB_ERR_MPI 3      /* MPI not initialised, or another rank failed */
+#define SOSLB_ERR_IO 4       /* a file operation on the signal directory failed */
+#define SOSLB_ERR_CORRUPT 5  /* a signal file does not hold what it should */
+#define SOSLB_ERR_STALE_JOB 6 /* the job directory holds files of an earlier job */
+#define SOSLB_ERR_LOCKING 7  /* file locks do not work on the signal directory */
+#define SOSLB_ERR_STATE 8    /* a call in the wrong state (after finalize, ...) */
+#define SOSLB_ERR_INTERNAL 9 /* a bug in soslb */
+
+/* An opaque balancer. */
+typedef struct soslb soslb;
+
+/*
+ * Collective over `comm`, a Fortran communicator handle (from C:
+ * MPI_Comm_c2f(comm)); the communicator is duplicated. `total` > 0
+ * realisations. `config` is the path of a RON configuration file, or NULL to
+ * use $SOSLB_CONFIG, else ./soslb.ron if it exists, else the defaults.
+ */
+int soslb_init(int32_t comm, int64_t total, const char *config, soslb **lb);
+
+/*
+ * The next chunk: ids first .. first + count - 1. *count == 0 means this rank
+ * is done (every rank has finished or is finishing what it took). A rank
+ * without work may wait here while it helps others.
+ */
+int soslb_next(soslb *lb, int64_t *first, int64_t *count);
+
+/*
+ * Add the `n` observables of one realisation to the final statistics. Every
+ * call of a run passes the same n (at most 64). Sums are exact, so the
+ * statistics do not depend on which rank computed which realisation.
+ */
+int soslb_add(soslb *lb, const double *values, int64_t n);
+
+/*
+ * Collective. Writes the mean and the standard error of the mean of each of
+ * the first `n` observables (n may be 0 and the arrays NULL), frees the
+ * balancer and its duplicate communicator, and sets *lb to NULL.
+ */
+int soslb_finalize(soslb **lb, double *mean, double *std_error, int64_t n);
+
+/*
+ * Copy the message of the last error of the calling thread into buf (NUL
+ * terminated, truncated to len - 1 bytes). Returns the message's full length.
+ */
+int64_t soslb_error_message(char *buf, int64_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SOSLB_H */

@@ -1,0 +1,452 @@
+//! Configuration: a RON file (`soslb.ron`) whose every field has a default,
+//! overridden field by field by `SOSLB_<FIELD>` environment variables.
+//!
+//! ```ron
+//! (
+//!     mode: Full,               // Static | Warmup | Full
+//!     warmup: 1.0,              // warm-up window t_l, seconds
+//!     check_interval: 0.25,
+//!     help_policy: Balanced,    // Proportional | Half | Balanced
+//!     signal_dir: "/shared/scratch/soslb",
+//! )
+//! ```
+//!
+//! Unknown fields, bad values and unreadable files are errors naming the
+//! field and the file (or variable).
+
+use crate::error::{Error, Result};
+use crate::plan::HelpPolicy;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// What the balancer does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// Equal blocks, no balancing: the baseline.
+    Static,
+    /// Algorithm 1 only: rescale once after the warm-up.
+    Warmup,
+    /// Algorithms 1 and 2: warm-up rescaling, then SOS/AID help.
+    #[default]
+    Full,
+}
+
+/// How idle helpers learn that an SOS opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Discovery {
+    /// Watch `open.ron` with the native watcher on local file systems, poll on
+    /// shared ones (NFS, Lustre, ...), as `statfs` tells.
+    #[default]
+    Auto,
+    /// Always the native watcher (only sees writes made on this host).
+    Watch,
+    /// Always poll by opening `open.ron` every `poll_interval`.
+    Poll,
+}
+
+/// Where ranks are, for the helpers' preference of nearby SOS (DESIGN §7).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub enum Hosts {
+    /// The real host names (an allgather of the processor names).
+    #[default]
+    Real,
+    /// Emulation: ranks `k·n .. k·n+n-1` share virtual host `vhost<k>`.
+    Virtual(usize),
+}
+
+/// How hosts are grouped into sites.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub enum Sites {
+    /// Every host on one site.
+    #[default]
+    Single,
+    /// Host-name patterns (`*` and `?` wildcards) and their site, first match
+    /// wins; unmatched hosts form a site named after themselves.
+    Patterns(Vec<(String, String)>),
+    /// Emulation: consecutive groups of `n` hosts form virtual sites.
+    Virtual(usize),
+}
+
+/// Every setting of the library. See the field docs for defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `Static`, `Warmup` or `Full` (default `Full`).
+    pub mode: Mode,
+    /// Warm-up window `t_l` in seconds (default 1.0); ignored when
+    /// `warmup_fraction` is set.
+    pub warmup: f64,
+    /// Warm-up as a fraction of `walltime` (the paper uses 0.05).
+    pub warmup_fraction: Option<f64>,
+    /// The declared walltime `t_f` of the job, seconds.
+    pub walltime: Option<f64>,
+    /// Seconds of computing over which speed is measured (default 2.0).
+    pub speed_window: f64,
+    /// Seconds between two checks of the forecast (default 0.25, at least 0.1).
+    pub check_interval: f64,
+    /// `δτ`: a forecast this many seconds past the horizon opens an SOS
+    /// (default 0.25).
+    pub late_threshold: f64,
+    /// How helpers size their share (default `Balanced`).
+    pub help_policy: HelpPolicy,
+    /// Target seconds of computing per chunk returned by `next` (default
+    /// 0.001): realisations shorter than this are handed out several at a time.
+    pub chunk_time: f64,
+    /// Directory on storage shared by all ranks (default `soslb-signals`).
+    pub signal_dir: PathBuf,
+    /// Job id naming the job's directory (default `SLURM_JOB_ID.SLURM_STEP_ID`,
+    /// `PBS_JOBID`, else made by rank 0).
+    pub job_id: Option<String>,
+    /// How idle helpers discover SOS files (default `Auto`).
+    pub discovery: Discovery,
+    /// Seconds between two reads of `open.ron` when polling (default 0.1).
+    pub poll_interval: f64,
+    /// A helper at distance d takes from an SOS only after it has been open
+    /// `d·grace` seconds (default 0.5).
+    pub grace: f64,
+    /// Host names (default the real ones).
+    pub hosts: Hosts,
+    /// Sites (default one site).
+    pub sites: Sites,
+    /// Emulated speed factor per rank (1.0 = as is, 0.25 = four times slower;
+    /// ranks beyond the list run as is): the library stretches each chunk's
+    /// computing time by sleeping, so heterogeneity shows on one machine.
+    pub emulate_speed: Vec<f64>,
+    /// Write the monitor logs `log/<host>.<rank>.log` (default true).
+    pub log: bool,
+    /// Print a per-rank summary on rank 0 at finalize (default false).
+    pub summary: bool,
+    /// Testing: seconds of delay injected before every signal-file operation.
+    pub storage_delay: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mode: Mode::Full,
+            warmup: 1.0,
+            warmup_fraction: None,
+            walltime: None,
+            speed_window: 2.0,
+            check_interval: 0.25,
+            late_threshold: 0.25,
+            help_policy: HelpPolicy::Balanced,
+            chunk_time: 0.001,
+            signal_dir: PathBuf::from("soslb-signals"),
+            job_id: None,
+            discovery: Discovery::Auto,
+            poll_interval: 0.1,
+            grace: 0.5,
+            hosts: Hosts::Real,
+            sites: Sites::Single,
+            emulate_speed: Vec::new(),
+            log: true,
+            summary: false,
+            storage_delay: 0.0,
+        }
+    }
+}
+
+/// The environment variable naming the config file when none is given.
+pub const CONFIG_VAR: &str = "SOSLB_CONFIG";
+
+macro_rules! fields {
+    ($($name:ident),* $(,)?) => {
+        /// The names of the fields, as in the file (`SOSLB_` + upper case in the environment).
+        pub const FIELDS: &[&str] = &[$(stringify!($name)),*];
+
+        impl Config {
+            fn set_field(&mut self, field: &str, text: &str) -> std::result::Result<bool, String> {
+                match field {
+                    $(stringify!($name) => self.$name = parse_value(text)?,)*
+                    _ => return Ok(false),
+                }
+                Ok(true)
+            }
+        }
+    };
+}
+
+fields!(
+    mode,
+    warmup,
+    warmup_fraction,
+    walltime,
+    speed_window,
+    check_interval,
+    late_threshold,
+    help_policy,
+    chunk_time,
+    signal_dir,
+    job_id,
+    discovery,
+    poll_interval,
+    grace,
+    hosts,
+    sites,
+    emulate_speed,
+    log,
+    summary,
+    storage_delay,
+);
+
+fn ron_options() -> ron::Options {
+    ron::Options::default().with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
+}
+
+/// Parse a value of one field as RON; a bare word is also accepted where a
+/// string is expected (`SOSLB_SIGNAL_DIR=/scratch/x`).
+fn parse_value<T: DeserializeOwned>(text: &str) -> std::result::Result<T, String> {
+    let text = text.trim();
+    ron_options().from_str(text).or_else(|e| {
+        ron_options()
+            .from_str(&format!("{text:?}"))
+            .map_err(|_| e.code.to_string())
+    })
+}
+
+impl Config {
+    /// Read a config file. Every field is optional.
+    pub fn from_file(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+            origin: path.display().to_string(),
+            reason: format!("cannot read the file: {e}"),
+        })?;
+        let config: Config = ron_options().from_str(&text).map_err(|e| Error::Config {
+            origin: format!("{}:{}:{}", path.display(), e.span.start.line, e.span.start.col),
+            reason: e.code.to_string(),
+        })?;
+        config.validate(&path.display().to_string())?;
+        Ok(config)
+    }
+
+    /// The configuration a run uses: the file `path` if given, else
+    /// `$SOSLB_CONFIG`, else `./soslb.ron` if it exists, else the defaults;
+    /// then the `SOSLB_*` variables of the environment.
+    pub fn load(path: Option<&Path>) -> Result<Config> {
+        let from_env = std::env::var_os(CONFIG_VAR).map(PathBuf::from);
+        let path = path.map(Path::to_path_buf).or(from_env).or_else(|| {
+            let local = PathBuf::from("soslb.ron");
+            local.is_file().then_some(local)
+        });
+        let mut config = match &path {
+            Some(p) => Config::from_file(p)?,
+            None => Config::default(),
+        };
+        config.apply_env(std::env::vars())?;
+        Ok(config)
+    }
+
+    /// Override fields from `SOSLB_<FIELD>` variables. An unknown `SOSLB_`
+    /// variable is an error, so that a typing mistake does not go unnoticed.
+    pub fn apply_env(&mut self, vars: impl IntoIterator<Item = (String, String)>) -> Result<()> {
+        let mut set = false;
+        for (name, value) in vars {
+            let Some(field) = name.strip_prefix("SOSLB_") else { continue };
+            if name == CONFIG_VAR {
+                continue;
+            }
+            let field = field.to_ascii_lowercase();
+            let bad = |reason: String| Error::Config {
+                origin: format!("environment variable {name}={value}"),
+                reason,
+            };
+            match self.set_field(&field, &value) {
+                Ok(true) => set = true,
+                Ok(false) => {
+                    return Err(bad(format!(
+                        "no field `{field}`; the fields are {}",
+                        FIELDS.join(", ")
+                    )));
+                }
+                Err(e) => return Err(bad(format!("field `{field}`: {e}"))),
+            }
+        }
+        if set {
+            self.validate("from the environment")?;
+        }
+        Ok(())
+    }
+
+    /// Check the values; `origin` says where they came from.
+    pub fn validate(&self, origin: &str) -> Result<()> {
+        let bad = |field: &str, reason: String| {
+            Err(Error::Config {
+                origin: origin.to_string(),
+                reason: format!("field `{field}`: {reason}"),
+            })
+        };
+        let positive = [
+            ("warmup", self.warmup, true),
+            ("speed_window", self.speed_window, false),
+            ("check_interval", self.check_interval, false),
+            ("late_threshold", self.late_threshold, true),
+            ("chunk_time", self.chunk_time, true),
+            ("poll_interval", self.poll_interval, false),
+            ("grace", self.grace, true),
+            ("storage_delay", self.storage_delay, true),
+        ];
+        for (field, v, zero_ok) in positive {
+            if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {
+                let need = if zero_ok { "zero or more" } else { "more than zero" };
+                return bad(field, format!("{v} seconds: must be a finite number of seconds, {need}"));
+            }
+        }
+        if self.check_interval < 0.1 {
+            return bad(
+                "check_interval",
+                format!("{} s is below 0.1 s, the least interval at which checking pays", self.check_interval),
+            );
+        }
+        if let Some(t) = self.walltime
+            && (!t.is_finite() || t <= 0.0)
+        {
+            return bad("walltime", format!("{t}: must be a positive number of seconds"));
+        }
+        if let Some(f) = self.warmup_fraction {
+            if !(f > 0.0 && f < 1.0) {
+                return bad("warmup_fraction", format!("{f}: must be between 0 and 1 (the paper uses 0.05)"));
+            }
+            if self.walltime.is_none() {
+                return bad("warmup_fraction", "needs `walltime`, the declared walltime in seconds".into());
+            }
+        }
+        if let Some((i, v)) = self
+            .emulate_speed
+            .iter()
+            .enumerate()
+            .find(|(_, v)| !(v.is_finite() && **v > 0.0 && **v <= 1.0))
+        {
+            return bad("emulate_speed", format!("entry {i} is {v}: factors are in (0, 1]"));
+        }
+        if let Some(id) = &self.job_id
+            && (id.is_empty() || id.contains(['/', '\\']) || id == "." || id == "..")
+        {
+            return bad("job_id", format!("{id:?}: must be a non-empty name without path separators"));
+        }
+        if self.signal_dir.as_os_str().is_empty() {
+            return bad("signal_dir", "is empty".into());
+        }
+        if matches!(self.hosts, Hosts::Virtual(0)) || matches!(self.sites, Sites::Virtual(0)) {
+            return bad("hosts/sites", "a virtual group needs at least one member".into());
+        }
+        Ok(())
+    }
+
+    /// The warm-up window `t_l` in seconds.
+    pub fn warmup_seconds(&self) -> f64 {
+        match (self.warmup_fraction, self.walltime) {
+            (Some(f), Some(t)) => f * t,
+            _ => self.warmup,
+        }
+    }
+
+    /// A digest of every setting, to check that all ranks use the same.
+    pub fn digest(&self) -> u64 {
+        let text = ron::to_string(self).unwrap_or_default();
+        text.bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    fn temp_file(name: &str, text: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("soslb-config-{}-{name}", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn every_field_has_a_default_and_the_defaults_are_valid() {
+        let c: Config = ron_options().from_str("()").unwrap();
+        assert_eq!(c, Config::default());
+        c.validate("test").unwrap();
+        assert_eq!(FIELDS.len(), 20);
+    }
+
+    #[test]
+    fn a_file_sets_fields_and_env_overrides_them() {
+        let p = temp_file(
+            "ok.ron",
+            "// comment\n(mode: Warmup, walltime: 100.0, warmup_fraction: 0.05, help_policy: Half, \
+             hosts: Virtual(4), sites: Patterns([(\"node*\", \"east\")]), emulate_speed: [1.0, 0.5])",
+        );
+        let mut c = Config::from_file(&p).unwrap();
+        assert_eq!(c.mode, Mode::Warmup);
+        assert_eq!(c.warmup_seconds(), 5.0);
+        c.apply_env(env(&[
+            ("SOSLB_MODE", "Static"),
+            ("SOSLB_CHECK_INTERVAL", "0.5"),
+            ("SOSLB_SIGNAL_DIR", "/scratch/x y"),
+            ("SOSLB_JOB_ID", "1234.0"),
+            ("SOSLB_CONFIG", "ignored.ron"),
+            ("OTHER", "x"),
+        ]))
+        .unwrap();
+        assert_eq!(c.mode, Mode::Static);
+        assert_eq!(c.check_interval, 0.5);
+        assert_eq!(c.signal_dir, PathBuf::from("/scratch/x y"));
+        assert_eq!(c.job_id.as_deref(), Some("1234.0"));
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn an_unknown_field_names_the_field_the_file_and_the_line() {
+        let p = temp_file("unknown.ron", "(\n  mode: Full,\n  chek_interval: 0.5,\n)");
+        let msg = Config::from_file(&p).unwrap_err().to_string();
+        assert!(msg.contains("chek_interval"), "{msg}");
+        assert!(msg.contains(&format!("{}:3:", p.display())), "{msg}");
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn bad_values_and_unreadable_files_are_named() {
+        let p = temp_file("bad.ron", "(check_interval: 0.01)");
+        let e = Config::from_file(&p).unwrap_err();
+        assert_eq!(e.code(), crate::error::code::CONFIG);
+        let msg = e.to_string();
+        assert!(msg.contains("check_interval") && msg.contains(&p.display().to_string()), "{msg}");
+        std::fs::remove_file(&p).unwrap();
+
+        let msg = Config::from_file(Path::new("/nonexistent/soslb.ron")).unwrap_err().to_string();
+        assert!(msg.contains("/nonexistent/soslb.ron") && msg.contains("cannot read"), "{msg}");
+
+        let p = temp_file("frac.ron", "(warmup_fraction: 0.05)");
+        let msg = Config::from_file(&p).unwrap_err().to_string();
+        assert!(msg.contains("walltime"), "{msg}");
+        std::fs::remove_file(&p).unwrap();
+
+        let p = temp_file("speed.ron", "(emulate_speed: [1.0, 0.0])");
+        let msg = Config::from_file(&p).unwrap_err().to_string();
+        assert!(msg.contains("emulate_speed") && msg.contains("entry 1"), "{msg}");
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn bad_environment_variables_are_named() {
+        let mut c = Config::default();
+        let msg = c.apply_env(env(&[("SOSLB_CHECK_INTERVALL", "1")])).unwrap_err().to_string();
+        assert!(msg.contains("SOSLB_CHECK_INTERVALL") && msg.contains("no field"), "{msg}");
+        let msg = c.apply_env(env(&[("SOSLB_MODE", "Fast")])).unwrap_err().to_string();
+        assert!(msg.contains("SOSLB_MODE") && msg.contains("mode"), "{msg}");
+        let msg = c.apply_env(env(&[("SOSLB_GRACE", "-1")])).unwrap_err().to_string();
+        assert!(msg.contains("grace"), "{msg}");
+    }
+
+    #[test]
+    fn the_digest_sees_every_change() {
+        let a = Config::default();
+        let mut b = a.clone();
+        assert_eq!(a.digest(), b.digest());
+        b.grace = 0.6;
+        assert_ne!(a.digest(), b.digest());
+    }
+}

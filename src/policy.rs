@@ -1,0 +1,702 @@
+//! The rank's state machine (DESIGN §4, §5), driven by time and events.
+//!
+//! [`Rank`] makes every decision of a rank: which chunk to compute, when the
+//! warm-up ends, when to post, refresh or withdraw an SOS, how far to extend
+//! the lease, which SOS to help and how much to take. It reads no clock and
+//! makes no MPI call: time comes in as seconds since the job's common start,
+//! the board comes in as a [`Board`], and the one collective (the warm-up
+//! exchange) goes out as [`Step::Exchange`]. The MPI shell
+//! ([`crate::Balancer`]) and the simulator drive the same code.
+
+use crate::board::{Access, Aid, Board, Locked, OpenEntry, Post, Sos, SosState};
+use crate::config::{Config, Mode};
+use crate::error::{Error, Result};
+use crate::ids::IdSet;
+use crate::plan::{HelpPolicy, ShareInput, WarmupReport, initial_block, rescale, share};
+use crate::speed::{Speed, forecast};
+use crate::topology::Topology;
+use std::ops::Range;
+
+/// The numbers of the config the state machine uses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    /// Static, Warmup or Full.
+    pub mode: Mode,
+    /// Warm-up window `t_l`, seconds.
+    pub warmup: f64,
+    /// Speed window, seconds of computing.
+    pub speed_window: f64,
+    /// Seconds between checks.
+    pub check_interval: f64,
+    /// `δτ`, seconds.
+    pub late_threshold: f64,
+    /// Target seconds per chunk.
+    pub chunk_time: f64,
+    /// Share policy of helpers.
+    pub help_policy: HelpPolicy,
+    /// Seconds a far helper waits per unit of distance.
+    pub grace: f64,
+    /// Seconds between two looks at the open index while idle.
+    pub poll_interval: f64,
+}
+
+impl From<&Config> for Params {
+    fn from(c: &Config) -> Self {
+        Params {
+            mode: c.mode,
+            warmup: c.warmup_seconds(),
+            speed_window: c.speed_window,
+            check_interval: c.check_interval,
+            late_threshold: c.late_threshold,
+            chunk_time: c.chunk_time,
+            help_policy: c.help_policy,
+            grace: c.grace,
+            poll_interval: c.poll_interval,
+        }
+    }
+}
+
+/// What the rank does next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Compute these ids, then call [`Rank::next`] again.
+    Compute(Range<u64>),
+    /// The warm-up is over: gather every rank's report (one collective) and
+    /// pass them to [`Rank::apply_plan`].
+    Exchange(WarmupReport),
+    /// No work now. Wait until `until` (seconds since the start) or until the
+    /// open index changes, then call [`Rank::next`] again; a rank that stays
+    /// idle is ready to terminate.
+    Idle {
+        /// When to look again (infinite: nothing will come but termination).
+        until: f64,
+    },
+}
+
+/// Something worth a line in the monitor log.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// Realisations finished since the last progress line.
+    Progress {
+        /// The ids finished.
+        ids: IdSet,
+        /// All realisations finished by this rank.
+        done: u64,
+        /// Current speed.
+        speed: f64,
+        /// Ids still owned.
+        remaining: u64,
+        /// Forecast finishing time.
+        forecast: f64,
+    },
+    /// Algorithm 1's plan.
+    Plan {
+        /// The new quota.
+        quota: IdSet,
+        /// Speed measured in the warm-up.
+        speed: f64,
+        /// The horizon `T_e`.
+        horizon: f64,
+    },
+    /// This rank opened an SOS.
+    SosPosted {
+        /// Sequence number.
+        seq: u64,
+        /// The tail offered.
+        tail: IdSet,
+        /// The forecast that made it late.
+        forecast: f64,
+    },
+    /// This rank withdrew its SOS and took the tail back.
+    SosWithdrawn {
+        /// Sequence number.
+        seq: u64,
+        /// The ids taken back.
+        reclaimed: IdSet,
+        /// The forecast that is no longer late.
+        forecast: f64,
+    },
+    /// This rank's SOS closed because its tail is empty.
+    SosClosed {
+        /// Sequence number.
+        seq: u64,
+    },
+    /// A helper took ids from this rank.
+    AidReceived {
+        /// Sequence number of the SOS.
+        seq: u64,
+        /// The AID record.
+        aid: Aid,
+    },
+    /// This rank took ids from another's SOS.
+    AidGiven {
+        /// The owner of the SOS.
+        owner: usize,
+        /// Its sequence number.
+        seq: u64,
+        /// The ids taken.
+        ids: IdSet,
+    },
+    /// A signal-file error the rank recovered from.
+    Recovered {
+        /// What went wrong, with the path.
+        error: String,
+    },
+}
+
+/// A rank's figures, for the summary.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RankReport {
+    /// The rank.
+    pub rank: usize,
+    /// Realisations computed.
+    pub computed: u64,
+    /// Seconds spent computing.
+    pub busy: f64,
+    /// Speed at the end of the warm-up.
+    pub warmup_speed: f64,
+    /// Quota given by Algorithm 1.
+    pub planned: u64,
+    /// Horizon `T_e`, seconds since the start.
+    pub horizon: f64,
+    /// Ids this rank took from others' SOS.
+    pub taken: u64,
+    /// Ids others took from this rank's SOS.
+    pub given: u64,
+    /// SOS posted.
+    pub sos_posted: u64,
+    /// Signal-file errors recovered from.
+    pub errors: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Warmup,
+    Exchanging,
+    Running,
+}
+
+/// Outcome of a steal, in crossbeam-deque's words.
+#[derive(Debug)]
+enum Steal {
+    Empty,
+    Success(u64, IdSet),
+    Retry,
+}
+
+/// The state machine of one rank.
+#[derive(Debug)]
+pub struct Rank {
+    me: usize,
+    total: u64,
+    params: Params,
+    topology: Topology,
+    phase: Phase,
+    /// Ids this rank may compute without consulting its SOS.
+    lease: IdSet,
+    /// The rest of the quota: local while no SOS is open, else the tail as
+    /// last read from the SOS record (helpers may have taken from it since).
+    tail: IdSet,
+    /// Sequence number of the open SOS, if any.
+    sos: Option<u64>,
+    /// Last sequence number used.
+    last_seq: u64,
+    /// AID records of the open SOS already accounted.
+    seen_aids: usize,
+    /// After an unrecoverable error on its own SOS record, the rank stops posting.
+    board_broken: bool,
+    speed: Speed,
+    horizon: f64,
+    next_check: f64,
+    /// Since when the rank has had no work (a helper looking for an SOS).
+    idle_since: Option<f64>,
+    /// The chunk being computed and when it was handed out.
+    out: Option<(f64, Range<u64>)>,
+    progress: IdSet,
+    events: Vec<Event>,
+    report: RankReport,
+}
+
+impl Rank {
+    /// Rank `me` of `topology.ranks()`, owning its initial block of `0..total`.
+    pub fn new(me: usize, total: u64, params: Params, topology: Topology) -> Rank {
+        let lease = IdSet::from_range(initial_block(total, topology.ranks(), me));
+        let phase = if params.mode == Mode::Static { Phase::Running } else { Phase::Warmup };
+        Rank {
+            me,
+            total,
+            phase,
+            lease,
+            tail: IdSet::new(),
+            sos: None,
+            last_seq: 0,
+            seen_aids: 0,
+            board_broken: false,
+            speed: Speed::new(params.speed_window),
+            horizon: f64::INFINITY,
+            next_check: params.check_interval,
+            idle_since: None,
+            out: None,
+            progress: IdSet::new(),
+            events: Vec::new(),
+            report: RankReport {
+                rank: me,
+                ..RankReport::default()
+            },
+            params,
+            topology,
+        }
+    }
+
+    /// Ids this rank owns now (lease and tail as last seen).
+    pub fn remaining(&self) -> u64 {
+        self.lease.len() + self.tail.len()
+    }
+
+    /// The current speed estimate.
+    pub fn speed(&self) -> f64 {
+        self.speed.get()
+    }
+
+    /// The horizon `T_e` (infinite before the plan).
+    pub fn horizon(&self) -> f64 {
+        self.horizon
+    }
+
+    /// True while an SOS of this rank is open.
+    pub fn sos_open(&self) -> bool {
+        self.sos.is_some()
+    }
+
+    /// The events since the last call, for the monitor log.
+    pub fn drain_events(&mut self) -> std::vec::Drain<'_, Event> {
+        self.events.drain(..)
+    }
+
+    /// The rank's figures.
+    pub fn report(&self) -> RankReport {
+        RankReport {
+            computed: self.speed.done(),
+            busy: self.speed.busy(),
+            ..self.report.clone()
+        }
+    }
+
+    /// The previous chunk (if any) is finished at `now`; decide what comes next.
+    ///
+    /// This is the fast path of the library: when no check is due and the
+    /// lease is not exhausted it does a few additions and comparisons.
+    pub fn next(&mut self, now: f64, board: &mut dyn Board) -> Result<Step> {
+        if let Some((t0, chunk)) = self.out.take() {
+            self.speed.record(now - t0, chunk.end - chunk.start);
+            self.progress.insert(chunk);
+        }
+        match self.phase {
+            Phase::Exchanging => {
+                return Err(Error::State("the warm-up exchange is not finished: apply the plan first".into()));
+            }
+            Phase::Warmup if self.lease.is_empty() || (now >= self.params.warmup && self.speed.done() > 0) => {
+                self.phase = Phase::Exchanging;
+                self.speed.update();
+                let block = initial_block(self.total, self.topology.ranks(), self.me);
+                let tail = self.lease.ranges().next().unwrap_or(block.end..block.end);
+                return Ok(Step::Exchange(WarmupReport {
+                    done: self.speed.done(),
+                    speed: self.speed.get(),
+                    tail,
+                }));
+            }
+            _ => {}
+        }
+        if now >= self.next_check {
+            self.check(now, board)?;
+        }
+        loop {
+            let chunk_len = (self.speed.get() * self.params.chunk_time) as u64;
+            if let Some(chunk) = self.lease.pop_chunk(chunk_len) {
+                self.out = Some((now, chunk.clone()));
+                return Ok(Step::Compute(chunk));
+            }
+            if self.sos.is_some() {
+                self.extend_lease(now, board)?;
+                continue;
+            }
+            if self.params.mode != Mode::Full || self.phase != Phase::Running {
+                return Ok(Step::Idle { until: f64::INFINITY });
+            }
+            match self.help(now, board)? {
+                Some(until) => return Ok(Step::Idle { until }),
+                None => continue,
+            }
+        }
+    }
+
+    /// Algorithm 1: take this rank's quota from the plan of every rank's report.
+    pub fn apply_plan(&mut self, reports: &[WarmupReport], now: f64) -> Result<()> {
+        if self.phase != Phase::Exchanging {
+            return Err(Error::State("a plan arrived outside the warm-up exchange".into()));
+        }
+        let accounted: u64 = reports.iter().map(|r| r.done + (r.tail.end - r.tail.start)).sum();
+        if reports.len() != self.topology.ranks() || accounted != self.total {
+            return Err(Error::Internal(format!(
+                "warm-up reports of {} ranks account for {accounted} of {} ids",
+                reports.len(),
+                self.total
+            )));
+        }
+        let plan = rescale(reports);
+        self.lease = plan.quotas[self.me].clone();
+        self.horizon = now + plan.duration;
+        self.phase = Phase::Running;
+        self.next_check = now;
+        self.report.warmup_speed = reports[self.me].speed;
+        self.report.planned = self.lease.len();
+        self.report.horizon = self.horizon;
+        self.events.push(Event::Plan {
+            quota: self.lease.clone(),
+            speed: reports[self.me].speed,
+            horizon: self.horizon,
+        });
+        Ok(())
+    }
+
+    /// Ids of work per check interval at the current speed: the lease size.
+    fn lease_len(&self) -> u64 {
+        ((self.speed.get() * self.params.check_interval).ceil() as u64).max(1)
+    }
+
+    /// The periodic check: speed, progress line, and the SOS decisions.
+    fn check(&mut self, now: f64, board: &mut dyn Board) -> Result<()> {
+        self.next_check = now + self.params.check_interval;
+        let v = self.speed.update();
+        let remaining = self.remaining();
+        let tau = forecast(now, remaining, v);
+        if !self.progress.is_empty() {
+            self.events.push(Event::Progress {
+                ids: std::mem::take(&mut self.progress),
+                done: self.speed.done(),
+                speed: v,
+                remaining,
+                forecast: tau,
+            });
+        }
+        if self.params.mode != Mode::Full || self.phase != Phase::Running || self.board_broken {
+            return Ok(());
+        }
+        let late = tau - self.horizon >= self.params.late_threshold;
+        match (late, self.sos) {
+            (true, None) => self.post(now, v, tau, board),
+            (true, Some(seq)) => self.refresh(seq, now, v, tau, board),
+            (false, Some(seq)) => self.withdraw(seq, tau, board),
+            (false, None) => Ok(()),
+        }
+    }
+
+    /// Open an SOS offering all but one lease of the quota.
+    fn post(&mut self, now: f64, v: f64, tau: f64, board: &mut dyn Board) -> Result<()> {
+        let keep = self.lease_len();
+        if self.lease.len() <= keep {
+            return Ok(());
+        }
+        let tail = self.lease.take_back(self.lease.len() - keep);
+        let seq = self.last_seq + 1;
+        let post = Post {
+            speed: v,
+            remaining: self.lease.len() + tail.len(),
+            forecast: tau,
+            host: self.topology.host(self.me).to_string(),
+            site: self.topology.site(self.me).to_string(),
+            opened_at: now,
+            updated_at: now,
+            tail: tail.clone(),
+        };
+        let me = self.me;
+        let written = board.with_sos(me, Access::Wait, &mut |s| {
+            *s = Sos {
+                rank: me,
+                seq,
+                state: SosState::Open(post.clone()),
+                aids: Vec::new(),
+            }
+        });
+        self.last_seq = seq;
+        if let Err(e) = written {
+            self.lease.extend(&tail);
+            return self.recover(e, board);
+        }
+        self.sos = Some(seq);
+        self.tail = tail.clone();
+        self.seen_aids = 0;
+        self.report.sos_posted += 1;
+        self.events.push(Event::SosPosted {
+            seq,
+            tail,
+            forecast: tau,
+        });
+        let entry = OpenEntry {
+            rank: me,
+            seq,
+            forecast: tau,
+            opened_at: now,
+        };
+        board.with_index(&mut |ix| ix.upsert(entry.clone()))
+    }
+
+    /// Lock the own SOS record, let `f` change its state, and account the
+    /// AID records that arrived. `f` answers `None` when the record is not an
+    /// open SOS; so does this function when the record is not this rank's
+    /// sequence `seq` any more (it was reset or overwritten): the caller recovers.
+    fn with_own_sos<T>(
+        &mut self,
+        seq: u64,
+        board: &mut dyn Board,
+        mut f: impl FnMut(&mut SosState) -> Option<T>,
+    ) -> Result<Option<T>> {
+        let mut out = None;
+        let mut new_aids = Vec::new();
+        let seen = self.seen_aids;
+        board.with_sos(self.me, Access::Wait, &mut |s| {
+            if s.seq == seq {
+                new_aids = s.aids.get(seen..).unwrap_or_default().to_vec();
+                out = f(&mut s.state);
+            }
+        })?;
+        self.seen_aids += new_aids.len();
+        for aid in new_aids {
+            self.report.given += aid.ids.len();
+            self.events.push(Event::AidReceived { seq, aid });
+        }
+        Ok(out)
+    }
+
+    /// Write fresh figures into the open SOS and learn what helpers took.
+    fn refresh(&mut self, seq: u64, now: f64, v: f64, tau: f64, board: &mut dyn Board) -> Result<()> {
+        let lease = self.lease.len();
+        let r = self.with_own_sos(seq, board, |state| {
+            let SosState::Open(p) = state else { return None };
+            p.speed = v;
+            p.forecast = tau;
+            p.updated_at = now;
+            p.remaining = lease + p.tail.len();
+            Some(p.tail.clone())
+        });
+        match r {
+            Ok(Some(tail)) => {
+                self.tail = tail;
+                Ok(())
+            }
+            Ok(None) => self.recover(self.lost_record(), board),
+            Err(e) => self.recover(e, board),
+        }
+    }
+
+    /// No longer late: close the SOS and take the unclaimed tail back.
+    fn withdraw(&mut self, seq: u64, tau: f64, board: &mut dyn Board) -> Result<()> {
+        let r = self.with_own_sos(seq, board, |state| {
+            let SosState::Open(p) = state else { return None };
+            let reclaimed = std::mem::take(&mut p.tail);
+            *state = SosState::Closed;
+            Some(reclaimed)
+        });
+        match r {
+            Ok(Some(reclaimed)) => {
+                self.lease.extend(&reclaimed);
+                self.tail = IdSet::new();
+                self.sos = None;
+                self.events.push(Event::SosWithdrawn { seq, reclaimed, forecast: tau });
+                self.unlist(board)
+            }
+            Ok(None) => self.recover(self.lost_record(), board),
+            Err(e) => self.recover(e, board),
+        }
+    }
+
+    /// The lease is used up while the SOS is open: take about one check
+    /// interval of work from the front of the tail; close the SOS when the
+    /// tail is empty.
+    fn extend_lease(&mut self, now: f64, board: &mut dyn Board) -> Result<()> {
+        let Some(seq) = self.sos else { return Ok(()) };
+        let n = self.lease_len();
+        let r = self.with_own_sos(seq, board, |state| {
+            let SosState::Open(p) = state else { return None };
+            let ext = p.tail.take_front(n);
+            p.updated_at = now;
+            p.remaining = ext.len() + p.tail.len();
+            let left = p.tail.clone();
+            if left.is_empty() {
+                *state = SosState::Closed;
+            }
+            Some((ext, left))
+        });
+        match r {
+            Ok(Some((ext, left))) => {
+                self.lease = ext;
+                let closed = left.is_empty();
+                self.tail = left;
+                if closed {
+                    self.sos = None;
+                    self.events.push(Event::SosClosed { seq });
+                    self.unlist(board)?;
+                }
+                Ok(())
+            }
+            Ok(None) => self.recover(self.lost_record(), board),
+            Err(e) => self.recover(e, board),
+        }
+    }
+
+    fn lost_record(&self) -> Error {
+        Error::Corrupt {
+            path: format!("sos/{}.ron", self.me).into(),
+            reason: format!("this rank's open SOS {:?} is no longer in its record", self.sos),
+        }
+    }
+
+    fn unlist(&mut self, board: &mut dyn Board) -> Result<()> {
+        let me = self.me;
+        board.with_index(&mut |ix| ix.remove(me))
+    }
+
+    /// The own SOS record could not be read or written. Nothing may be lost:
+    /// take back the tail as last seen (ids a helper took since the last
+    /// look may then be computed twice), reset the record to closed, and go
+    /// on. Errors other than a corrupt record are returned to the caller.
+    fn recover(&mut self, e: Error, board: &mut dyn Board) -> Result<()> {
+        if !matches!(e, Error::Corrupt { .. }) {
+            return Err(e);
+        }
+        self.report.errors += 1;
+        self.events.push(Event::Recovered { error: e.to_string() });
+        let tail = std::mem::take(&mut self.tail);
+        self.lease.extend(&tail);
+        self.sos = None;
+        self.last_seq += 1;
+        let closed = Sos {
+            rank: self.me,
+            seq: self.last_seq,
+            state: SosState::Closed,
+            aids: Vec::new(),
+        };
+        if let Err(e) = board.reset_sos(&closed) {
+            self.board_broken = true;
+            self.events.push(Event::Recovered {
+                error: format!("{e}; this rank stops asking for help"),
+            });
+        }
+        // The index is a hint: a failure to unlist only costs helpers a look.
+        let _ = self.unlist(board);
+        Ok(())
+    }
+
+    /// The quota is exhausted: look for an open SOS to help. `Ok(None)` when
+    /// ids were taken, else when to look again.
+    ///
+    /// Nearest SOS first, then the latest forecast. A helper at distance `d`
+    /// takes from an SOS only once it has been open, and this helper idle,
+    /// for `d·grace` seconds: nearer helpers go first, and remote help still
+    /// comes when no near helper is free.
+    fn help(&mut self, now: f64, board: &mut dyn Board) -> Result<Option<f64>> {
+        let idle_since = *self.idle_since.get_or_insert(now);
+        let mut wake = now + self.params.poll_interval;
+        let index = match board.read_index() {
+            Ok(Some(index)) => index,
+            // A write caught midway: read again soon.
+            Ok(None) => return Ok(Some(now + 0.005)),
+            Err(e) => {
+                self.note_foreign_error(e);
+                return Ok(Some(wake));
+            }
+        };
+        let mut candidates: Vec<(u8, &OpenEntry)> = index
+            .entries
+            .iter()
+            .filter(|e| e.rank != self.me && e.rank < self.topology.ranks())
+            .map(|e| (self.topology.distance(self.me, e.rank), e))
+            .collect();
+        candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.forecast.total_cmp(&a.1.forecast)));
+        let mut busy = false;
+        for (d, entry) in candidates {
+            let ready_at = entry.opened_at.max(idle_since) + d as f64 * self.params.grace;
+            if now < ready_at {
+                wake = wake.min(ready_at);
+                continue;
+            }
+            match self.steal(entry.rank, now, board) {
+                Steal::Success(seq, ids) => {
+                    self.report.taken += ids.len();
+                    self.events.push(Event::AidGiven {
+                        owner: entry.rank,
+                        seq,
+                        ids: ids.clone(),
+                    });
+                    self.lease = ids;
+                    self.idle_since = None;
+                    return Ok(None);
+                }
+                Steal::Retry => busy = true,
+                Steal::Empty => {}
+            }
+        }
+        if busy {
+            wake = wake.min(now + 0.002);
+        }
+        Ok(Some(wake))
+    }
+
+    /// Take a share of the tail of `owner`'s open SOS and append an AID record.
+    fn steal(&mut self, owner: usize, now: f64, board: &mut dyn Board) -> Steal {
+        let vh = self.speed.get();
+        let (me, policy) = (self.me, self.params.help_policy);
+        let mut taken = None;
+        let r = board.with_sos(owner, Access::Try, &mut |s| {
+            let SosState::Open(p) = &mut s.state else { return };
+            let others = s
+                .aids
+                .iter()
+                .map(|a| (a.speed, a.ids.len() as f64 - a.speed * (now - a.at)))
+                .collect();
+            let lease_left = p.remaining.saturating_sub(p.tail.len()) as f64 - p.speed * (now - p.updated_at);
+            let k = share(
+                policy,
+                &ShareInput {
+                    owner_remaining: p.tail.len() as f64 + lease_left.max(0.0),
+                    owner_speed: p.speed,
+                    helper_speed: vh,
+                    others,
+                    available: p.tail.len(),
+                },
+            );
+            if k == 0 {
+                return;
+            }
+            let ids = p.tail.take_back(k);
+            p.remaining = p.remaining.saturating_sub(k);
+            s.aids.push(Aid {
+                helper: me,
+                ids: ids.clone(),
+                at: now,
+                speed: vh,
+            });
+            taken = Some((s.seq, ids));
+        });
+        match r {
+            Ok(Locked::Busy) => Steal::Retry,
+            Ok(Locked::Done) => match taken {
+                Some((seq, ids)) => Steal::Success(seq, ids),
+                None => Steal::Empty,
+            },
+            Err(e) => {
+                self.note_foreign_error(e);
+                Steal::Empty
+            }
+        }
+    }
+
+    /// An error on another rank's record or the index: skip it, report it.
+    fn note_foreign_error(&mut self, e: Error) {
+        self.report.errors += 1;
+        self.events.push(Event::Recovered {
+            error: format!("{e} (skipped)"),
+        });
+    }
+}

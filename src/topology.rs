@@ -1,0 +1,147 @@
+//! Hosts and sites of the ranks, and the distance helpers prefer (DESIGN §7):
+//! 0 on the same host, 1 on the same site, 2 elsewhere.
+
+use crate::config::{Hosts, Sites};
+
+/// Host and site of every rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    hosts: Vec<String>,
+    sites: Vec<String>,
+}
+
+impl Topology {
+    /// The topology from the real host name of every rank and the config's
+    /// emulation or site patterns.
+    pub fn new(real_hosts: Vec<String>, hosts: &Hosts, sites: &Sites) -> Topology {
+        let hosts: Vec<String> = match *hosts {
+            Hosts::Real => real_hosts,
+            Hosts::Virtual(n) => (0..real_hosts.len()).map(|r| format!("vhost{}", r / n.max(1))).collect(),
+        };
+        let sites = match sites {
+            Sites::Single => vec!["site".to_string(); hosts.len()],
+            Sites::Patterns(patterns) => hosts
+                .iter()
+                .map(|h| {
+                    patterns
+                        .iter()
+                        .find(|(p, _)| glob(p, h))
+                        .map_or_else(|| h.clone(), |(_, s)| s.clone())
+                })
+                .collect(),
+            Sites::Virtual(n) => {
+                // Number the distinct hosts in order of first appearance.
+                let mut seen: Vec<&str> = Vec::new();
+                hosts
+                    .iter()
+                    .map(|h| {
+                        let k = seen.iter().position(|s| s == h).unwrap_or_else(|| {
+                            seen.push(h);
+                            seen.len() - 1
+                        });
+                        format!("vsite{}", k / n.max(&1))
+                    })
+                    .collect()
+            }
+        };
+        Topology { hosts, sites }
+    }
+
+    /// Number of ranks.
+    pub fn ranks(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Host of rank `r`.
+    pub fn host(&self, r: usize) -> &str {
+        &self.hosts[r]
+    }
+
+    /// Site of rank `r`.
+    pub fn site(&self, r: usize) -> &str {
+        &self.sites[r]
+    }
+
+    /// 0 same host, 1 same site, 2 elsewhere.
+    pub fn distance(&self, a: usize, b: usize) -> u8 {
+        if self.hosts[a] == self.hosts[b] {
+            0
+        } else if self.sites[a] == self.sites[b] {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// The lowest rank on another host than `r`, if any.
+    pub fn first_remote(&self, r: usize) -> Option<usize> {
+        (0..self.ranks()).find(|&o| self.hosts[o] != self.hosts[r])
+    }
+}
+
+/// Match `text` against `pattern`, where `*` matches any run of characters
+/// and `?` any one character.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: &[&str]) -> Vec<String> {
+        n.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn glob_matches_wildcards() {
+        assert!(glob("node*", "node12"));
+        assert!(glob("n?de*.east", "node3.east"));
+        assert!(!glob("node*", "login1"));
+        assert!(glob("*", ""));
+        assert!(!glob("a?", "a"));
+    }
+
+    #[test]
+    fn distances_follow_hosts_and_sites() {
+        let hosts = names(&["a1", "a1", "a2", "b1"]);
+        let sites = Sites::Patterns(vec![("a*".into(), "A".into())]);
+        let t = Topology::new(hosts, &Hosts::Real, &sites);
+        assert_eq!(t.distance(0, 1), 0);
+        assert_eq!(t.distance(0, 2), 1);
+        assert_eq!(t.distance(0, 3), 2);
+        assert_eq!(t.site(3), "b1");
+        assert_eq!(t.first_remote(0), Some(2));
+    }
+
+    #[test]
+    fn virtual_hosts_and_sites_emulate_a_grid() {
+        let t = Topology::new(names(&["m"; 8]), &Hosts::Virtual(2), &Sites::Virtual(2));
+        assert_eq!(t.host(3), "vhost1");
+        assert_eq!(t.site(3), "vsite0");
+        assert_eq!(t.site(4), "vsite1");
+        assert_eq!(t.distance(0, 1), 0);
+        assert_eq!(t.distance(0, 2), 1);
+        assert_eq!(t.distance(0, 7), 2);
+        let one = Topology::new(names(&["m"; 3]), &Hosts::Real, &Sites::Single);
+        assert_eq!(one.first_remote(0), None);
+    }
+}

@@ -1,0 +1,145 @@
+//! Property tests of Algorithms 1 and 2 on the simulator: random speeds,
+//! fluctuations, steps, policies, interleavings and busy locks. Every run
+//! must compute every id exactly once and leave no rank holding ids.
+
+use proptest::prelude::*;
+use soslb::config::{Config, Mode};
+use soslb::plan::HelpPolicy;
+use soslb::policy::{Event, Params};
+use soslb::scenario::{Factor, Scenario};
+use soslb::sim::{self, Options, Outcome};
+
+fn params(mode: Mode, policy: HelpPolicy) -> Params {
+    let mut p = Params::from(&Config::default());
+    p.mode = mode;
+    p.help_policy = policy;
+    p.warmup = 0.5;
+    p
+}
+
+fn assert_exactly_once(out: &Outcome) {
+    let missing = out.counts.iter().filter(|&&c| c == 0).count();
+    let twice = out.counts.iter().filter(|&&c| c > 1).count();
+    assert_eq!((missing, twice), (0, 0), "ids missing / computed more than once");
+    assert!(out.left.iter().all(|&l| l == 0), "a rank terminated holding ids: {:?}", out.left);
+}
+
+fn scenario(ranks: usize, z: u64, classes: Vec<f64>, fluct: Option<u64>, step: Option<(f64, usize)>) -> Scenario {
+    let mut speed = vec![Factor::Classes(classes, 1)];
+    if let Some(seed) = fluct {
+        speed.push(Factor::Fluctuate { seed, period: 1.0 });
+    }
+    if let Some((at, from_rank)) = step {
+        speed.push(Factor::Step { at, from_rank, factor: 0.2 });
+    }
+    Scenario { name: "prop".into(), ranks, realisations: z, base: 0.01, speed }
+}
+
+fn policy() -> impl Strategy<Value = HelpPolicy> {
+    prop_oneof![Just(HelpPolicy::Proportional), Just(HelpPolicy::Half), Just(HelpPolicy::Balanced)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    #[test]
+    fn every_id_once_whatever_the_speeds_and_interleavings(
+        ranks in 2usize..12,
+        z in 1u64..2500,
+        classes in prop::collection::vec(0.05f64..1.0, 1..6),
+        fluct in prop::option::of(any::<u64>()),
+        step in prop::option::of((0.0f64..3.0, 0usize..12)),
+        policy in policy(),
+        mode in prop_oneof![Just(Mode::Static), Just(Mode::Warmup), Just(Mode::Full)],
+        seed in any::<u64>(),
+        jitter in 0.0f64..0.5,
+        busy in prop_oneof![Just(0u64), 2u64..6],
+        late in 0.0f64..1.0,
+        per_host in 0usize..4,
+    ) {
+        let s = scenario(ranks, z, classes, fluct, step);
+        let mut p = params(mode, policy);
+        p.late_threshold = late;
+        let opts = Options { seed, jitter, busy_one_in: busy, ranks_per_host: per_host, hosts_per_site: 2, ..Options::default() };
+        let out = sim::simulate(&s, &p, &opts).unwrap();
+        assert_exactly_once(&out);
+        let computed: u64 = out.reports.iter().map(|r| r.computed).sum();
+        prop_assert_eq!(computed, z);
+        let taken: u64 = out.reports.iter().map(|r| r.taken).sum();
+        let given: u64 = out.reports.iter().map(|r| r.given).sum();
+        prop_assert_eq!(taken, given, "AID records must account for every id taken");
+        if mode != Mode::Full {
+            prop_assert_eq!(taken, 0);
+        }
+    }
+}
+
+/// The bundled scenarios on the simulator, all modes: the figures a real run
+/// should approach (the real one adds MPI and file latencies).
+#[test]
+fn full_mode_beats_warmup_which_beats_static_on_the_bundled_scenarios() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scenarios");
+    for name in ["hetero16", "fluct16", "step16"] {
+        let s = Scenario::from_file(&dir.join(format!("{name}.ron"))).unwrap();
+        let ideal = s.ideal(s.ranks);
+        let mut eff = Vec::new();
+        for mode in [Mode::Static, Mode::Warmup, Mode::Full] {
+            let mut p = params(mode, HelpPolicy::Balanced);
+            p.warmup = 1.0;
+            let out = sim::simulate(&s, &p, &Options { jitter: 0.02, ..Options::default() }).unwrap();
+            assert_exactly_once(&out);
+            eff.push(ideal / out.makespan);
+        }
+        println!("{name}: static {:.3} warmup {:.3} full {:.3}", eff[0], eff[1], eff[2]);
+        assert!(eff[2] > 0.9, "{name}: full efficiency {:.3}", eff[2]);
+        assert!(eff[2] >= eff[1] - 0.02 && eff[1] >= eff[0] - 0.01, "{name}: {eff:?}");
+    }
+}
+
+/// A step slowdown after the warm-up opens SOS files that helpers serve.
+#[test]
+fn a_rank_that_becomes_slow_gets_help() {
+    let s = scenario(8, 4000, vec![1.0], None, Some((2.0, 7)));
+    let out = sim::simulate(&s, &params(Mode::Full, HelpPolicy::Balanced), &Options::default()).unwrap();
+    assert_exactly_once(&out);
+    assert!(out.reports[7].sos_posted > 0 && out.reports[7].given > 0, "{:?}", out.reports[7]);
+    let helped: Vec<usize> = out.events[7]
+        .iter()
+        .filter_map(|e| if let Event::AidReceived { aid, .. } = e { Some(aid.helper) } else { None })
+        .collect();
+    assert!(helped.iter().any(|&h| h != 7) && helped.iter().all(|&h| h < 7), "{helped:?}");
+}
+
+/// Helpers prefer an SOS on their own host: the first help of a rank that
+/// becomes slow comes from its host; when its whole host is slow, the other
+/// host helps too, after the grace delay.
+#[test]
+fn nearby_helpers_go_first_and_far_ones_come_when_needed() {
+    let helpers = |from_rank: usize| {
+        let s = scenario(8, 4000, vec![1.0], None, Some((2.0, from_rank)));
+        let mut p = params(Mode::Full, HelpPolicy::Half);
+        p.grace = 1.0;
+        let out = sim::simulate(&s, &p, &Options { ranks_per_host: 4, ..Options::default() }).unwrap();
+        assert_exactly_once(&out);
+        (from_rank..8)
+            .map(|owner| {
+                let h: Vec<usize> = out.events[owner]
+                    .iter()
+                    .filter_map(|e| match e {
+                        Event::AidReceived { aid, .. } => Some(aid.helper),
+                        _ => None,
+                    })
+                    .collect();
+                assert!(!h.is_empty(), "rank {owner} got no help");
+                h
+            })
+            .collect::<Vec<_>>()
+    };
+    // Only rank 7 (host 1) slows down: its first helper is on host 1.
+    let near = &helpers(7)[0];
+    assert!((4..7).contains(&near[0]), "{near:?}");
+    // All of host 1 slows down: host 0 helps every one of its ranks.
+    for (k, h) in helpers(4).iter().enumerate() {
+        assert!(h.iter().any(|&h| h < 4), "rank {} got no help from host 0: {h:?}", 4 + k);
+    }
+}
