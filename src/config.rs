@@ -214,7 +214,12 @@ impl Config {
             reason: format!("cannot read the file: {e}"),
         })?;
         let config: Config = ron_options().from_str(&text).map_err(|e| Error::Config {
-            origin: format!("{}:{}:{}", path.display(), e.span.start.line, e.span.start.col),
+            origin: format!(
+                "{}:{}:{}",
+                path.display(),
+                e.span.start.line,
+                e.span.start.col
+            ),
             reason: e.code.to_string(),
         })?;
         config.validate(&path.display().to_string())?;
@@ -243,7 +248,9 @@ impl Config {
     pub fn apply_env(&mut self, vars: impl IntoIterator<Item = (String, String)>) -> Result<()> {
         let mut set = false;
         for (name, value) in vars {
-            let Some(field) = name.strip_prefix("SOSLB_") else { continue };
+            let Some(field) = name.strip_prefix("SOSLB_") else {
+                continue;
+            };
             if name == CONFIG_VAR {
                 continue;
             }
@@ -289,27 +296,46 @@ impl Config {
         ];
         for (field, v, zero_ok) in positive {
             if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {
-                let need = if zero_ok { "zero or more" } else { "more than zero" };
-                return bad(field, format!("{v} seconds: must be a finite number of seconds, {need}"));
+                let need = if zero_ok {
+                    "zero or more"
+                } else {
+                    "more than zero"
+                };
+                return bad(
+                    field,
+                    format!("{v} seconds: must be a finite number of seconds, {need}"),
+                );
             }
         }
         if self.check_interval < 0.1 {
             return bad(
                 "check_interval",
-                format!("{} s is below 0.1 s, the least interval at which checking pays", self.check_interval),
+                format!(
+                    "{} s is below 0.1 s, the least interval at which checking pays",
+                    self.check_interval
+                ),
             );
         }
         if let Some(t) = self.walltime
             && (!t.is_finite() || t <= 0.0)
         {
-            return bad("walltime", format!("{t}: must be a positive number of seconds"));
+            return bad(
+                "walltime",
+                format!("{t}: must be a positive number of seconds"),
+            );
         }
         if let Some(f) = self.warmup_fraction {
             if !(f > 0.0 && f < 1.0) {
-                return bad("warmup_fraction", format!("{f}: must be between 0 and 1 (the paper uses 0.05)"));
+                return bad(
+                    "warmup_fraction",
+                    format!("{f}: must be between 0 and 1 (the paper uses 0.05)"),
+                );
             }
             if self.walltime.is_none() {
-                return bad("warmup_fraction", "needs `walltime`, the declared walltime in seconds".into());
+                return bad(
+                    "warmup_fraction",
+                    "needs `walltime`, the declared walltime in seconds".into(),
+                );
             }
         }
         if let Some((i, v)) = self
@@ -318,18 +344,27 @@ impl Config {
             .enumerate()
             .find(|(_, v)| !(v.is_finite() && **v > 0.0 && **v <= 1.0))
         {
-            return bad("emulate_speed", format!("entry {i} is {v}: factors are in (0, 1]"));
+            return bad(
+                "emulate_speed",
+                format!("entry {i} is {v}: factors are in (0, 1]"),
+            );
         }
         if let Some(id) = &self.job_id
             && (id.is_empty() || id.contains(['/', '\\']) || id == "." || id == "..")
         {
-            return bad("job_id", format!("{id:?}: must be a non-empty name without path separators"));
+            return bad(
+                "job_id",
+                format!("{id:?}: must be a non-empty name without path separators"),
+            );
         }
         if self.signal_dir.as_os_str().is_empty() {
             return bad("signal_dir", "is empty".into());
         }
         if matches!(self.hosts, Hosts::Virtual(0)) || matches!(self.sites, Sites::Virtual(0)) {
-            return bad("hosts/sites", "a virtual group needs at least one member".into());
+            return bad(
+                "hosts/sites",
+                "a virtual group needs at least one member".into(),
+            );
         }
         Ok(())
     }
@@ -345,8 +380,9 @@ impl Config {
     /// A digest of every setting, to check that all ranks use the same.
     pub fn digest(&self) -> u64 {
         let text = ron::to_string(self).unwrap_or_default();
-        text.bytes()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+        text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+        })
     }
 }
 
@@ -355,7 +391,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     }
 
     fn temp_file(name: &str, text: &str) -> PathBuf {
@@ -413,11 +452,19 @@ mod tests {
         let e = Config::from_file(&p).unwrap_err();
         assert_eq!(e.code(), crate::error::code::CONFIG);
         let msg = e.to_string();
-        assert!(msg.contains("check_interval") && msg.contains(&p.display().to_string()), "{msg}");
+        assert!(
+            msg.contains("check_interval") && msg.contains(&p.display().to_string()),
+            "{msg}"
+        );
         std::fs::remove_file(&p).unwrap();
 
-        let msg = Config::from_file(Path::new("/nonexistent/soslb.ron")).unwrap_err().to_string();
-        assert!(msg.contains("/nonexistent/soslb.ron") && msg.contains("cannot read"), "{msg}");
+        let msg = Config::from_file(Path::new("/nonexistent/soslb.ron"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("/nonexistent/soslb.ron") && msg.contains("cannot read"),
+            "{msg}"
+        );
 
         let p = temp_file("frac.ron", "(warmup_fraction: 0.05)");
         let msg = Config::from_file(&p).unwrap_err().to_string();
@@ -426,18 +473,33 @@ mod tests {
 
         let p = temp_file("speed.ron", "(emulate_speed: [1.0, 0.0])");
         let msg = Config::from_file(&p).unwrap_err().to_string();
-        assert!(msg.contains("emulate_speed") && msg.contains("entry 1"), "{msg}");
+        assert!(
+            msg.contains("emulate_speed") && msg.contains("entry 1"),
+            "{msg}"
+        );
         std::fs::remove_file(&p).unwrap();
     }
 
     #[test]
     fn bad_environment_variables_are_named() {
         let mut c = Config::default();
-        let msg = c.apply_env(env(&[("SOSLB_CHECK_INTERVALL", "1")])).unwrap_err().to_string();
-        assert!(msg.contains("SOSLB_CHECK_INTERVALL") && msg.contains("no field"), "{msg}");
-        let msg = c.apply_env(env(&[("SOSLB_MODE", "Fast")])).unwrap_err().to_string();
+        let msg = c
+            .apply_env(env(&[("SOSLB_CHECK_INTERVALL", "1")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("SOSLB_CHECK_INTERVALL") && msg.contains("no field"),
+            "{msg}"
+        );
+        let msg = c
+            .apply_env(env(&[("SOSLB_MODE", "Fast")]))
+            .unwrap_err()
+            .to_string();
         assert!(msg.contains("SOSLB_MODE") && msg.contains("mode"), "{msg}");
-        let msg = c.apply_env(env(&[("SOSLB_GRACE", "-1")])).unwrap_err().to_string();
+        let msg = c
+            .apply_env(env(&[("SOSLB_GRACE", "-1")]))
+            .unwrap_err()
+            .to_string();
         assert!(msg.contains("grace"), "{msg}");
     }
 

@@ -102,7 +102,9 @@ impl IdSet {
         let mut out = Vec::new();
         let mut left = n;
         while left > 0 {
-            let Some(run) = self.runs.last_mut() else { break };
+            let Some(run) = self.runs.last_mut() else {
+                break;
+            };
             let len = run.1 - run.0;
             if len <= left {
                 out.push(*run);

@@ -1,18 +1,80 @@
-//! soslb: load balancing of Monte-Carlo realisations over MPI ranks.
+//! # soslb
+//!
+//! Load balancing of a fixed budget of independent Monte-Carlo realisations
+//! over the ranks of an MPI job whose speeds are unknown, differ and change.
+//! After Galyuk, Zolotarev & Memnonov (2007):
+//!
+//! 1. **Warm-up rescaling** (Algorithm 1): the ids start in equal blocks;
+//!    after a short warm-up every rank's speed is gathered and the unfinished
+//!    ids are cut in proportion to speed ([`plan`]).
+//! 2. **SOS / AID files** on shared storage (Algorithm 2): a rank forecasting
+//!    that it will finish late posts an SOS; ranks that ran out of work take
+//!    part of its unleased tail and record it in AID records ([`policy`],
+//!    [`board`]).
+//! 3. **Hierarchy**: helpers prefer SOS on their host, then their site
+//!    ([`topology`]).
+//!
+//! The decisions live in a pure state machine ([`policy::Rank`]) fed with
+//! time and events; [`Balancer`] is the thin MPI and file shell around it,
+//! and [`sim`] drives the same machine with a virtual clock.
+//!
+//! ## The loop
+//!
+//! ```no_run
+//! use mpi::traits::*;
+//! let universe = mpi::initialize().unwrap();
+//! let world = universe.world();
+//! let config = soslb::Config::load(None)?;          // soslb.ron, SOSLB_* variables
+//! let mut lb = soslb::Balancer::new(&world, 100_000, config)?;
+//! while let Some(ids) = lb.next()? {
+//!     for id in ids {
+//!         let x = (id as f64).sin();                // a realisation seeded by its id
+//!         lb.add(&[x])?;
+//!     }
+//! }
+//! let summary = lb.finish()?;                        // collective
+//! if world.rank() == 0 {
+//!     println!("mean {}", summary.statistics[0].mean);
+//! }
+//! # Ok::<(), soslb::Error>(())
+//! ```
+//!
+//! Fortran and C programs use the module `fortran/soslb.f90` and the header
+//! `fortran/soslb.h` over the static library ([`ffi`]).
+//!
+//! ## Without MPI: the simulator
+//!
+//! ```
+//! use soslb::{config::Config, policy::Params, scenario::{Factor, Scenario}, sim};
+//! let scenario = Scenario {
+//!     name: "two speeds".into(), ranks: 8, realisations: 2000, base: 0.01,
+//!     speed: vec![Factor::Classes(vec![1.0, 0.25], 4)],
+//! };
+//! let out = sim::simulate(&scenario, &Params::from(&Config::default()), &sim::Options::default())?;
+//! assert!(out.counts.iter().all(|&c| c == 1));       // every id exactly once
+//! println!("efficiency {:.2}", scenario.ideal(8) / out.makespan);
+//! # Ok::<(), soslb::Error>(())
+//! ```
 #![deny(missing_docs)]
 
+pub mod balancer;
 pub mod board;
+mod comm;
+pub mod config;
 pub mod error;
+pub mod ffi;
 pub mod ids;
+pub mod monitor;
 pub mod plan;
+pub mod policy;
 pub mod scenario;
 pub mod sim;
-pub mod policy;
-pub mod config;
-pub mod topology;
 pub mod speed;
 pub mod stats;
+pub mod topology;
 
+pub use balancer::{Balancer, Summary};
+pub use config::Config;
 pub use error::{Error, Result};
 
 /// The splitmix64 mixing function (DESIGN §8), used for the emulated speeds

@@ -32,7 +32,12 @@ pub struct WarmupReport {
 impl WarmupReport {
     /// Fixed-size form for the collective.
     pub fn to_words(&self) -> [u64; 4] {
-        [self.done, self.speed.to_bits(), self.tail.start, self.tail.end]
+        [
+            self.done,
+            self.speed.to_bits(),
+            self.tail.start,
+            self.tail.end,
+        ]
     }
 
     /// Inverse of [`WarmupReport::to_words`].
@@ -169,10 +174,9 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
             HelpPolicy::Proportional => r * vh / (vh + vj),
             HelpPolicy::Half => (r * vh / (vh + vj)).min(r / 2.0),
             HelpPolicy::Balanced => {
-                let (sv, sr) = s
-                    .others
-                    .iter()
-                    .fold((0.0, 0.0), |(sv, sr), &(v, rem)| (sv + usable(v), sr + rem.max(0.0)));
+                let (sv, sr) = s.others.iter().fold((0.0, 0.0), |(sv, sr), &(v, rem)| {
+                    (sv + usable(v), sr + rem.max(0.0))
+                });
                 vh * (r + sr) / (vj + sv + vh)
             }
         }
@@ -291,7 +295,10 @@ mod tests {
         for (i, &v) in speeds.iter().enumerate() {
             let exact = (z - 15) as f64 * v / vsum;
             // 2^-40 relative resolution of the integer weights.
-            assert!((plan.shares[i] as f64 - exact).abs() <= 1.0 + exact * 1e-11, "rank {i}");
+            assert!(
+                (plan.shares[i] as f64 - exact).abs() <= 1.0 + exact * 1e-11,
+                "rank {i}"
+            );
         }
         assert_partition(&reps, &plan);
     }
@@ -329,6 +336,9 @@ mod tests {
         let mut s = input(300.0, 10.0, 20.0, vec![]);
         s.available = 50;
         assert_eq!(share(HelpPolicy::Proportional, &s), 50);
-        assert_eq!(share(HelpPolicy::Proportional, &input(2.0, 100.0, 1.0, vec![])), 0);
+        assert_eq!(
+            share(HelpPolicy::Proportional, &input(2.0, 100.0, 1.0, vec![])),
+            0
+        );
     }
 }

@@ -221,7 +221,11 @@ impl Rank {
     /// Rank `me` of `topology.ranks()`, owning its initial block of `0..total`.
     pub fn new(me: usize, total: u64, params: Params, topology: Topology) -> Rank {
         let lease = IdSet::from_range(initial_block(total, topology.ranks(), me));
-        let phase = if params.mode == Mode::Static { Phase::Running } else { Phase::Warmup };
+        let phase = if params.mode == Mode::Static {
+            Phase::Running
+        } else {
+            Phase::Warmup
+        };
         Rank {
             me,
             total,
@@ -293,9 +297,14 @@ impl Rank {
         }
         match self.phase {
             Phase::Exchanging => {
-                return Err(Error::State("the warm-up exchange is not finished: apply the plan first".into()));
+                return Err(Error::State(
+                    "the warm-up exchange is not finished: apply the plan first".into(),
+                ));
             }
-            Phase::Warmup if self.lease.is_empty() || (now >= self.params.warmup && self.speed.done() > 0) => {
+            Phase::Warmup
+                if self.lease.is_empty()
+                    || (now >= self.params.warmup && self.speed.done() > 0) =>
+            {
                 self.phase = Phase::Exchanging;
                 self.speed.update();
                 let block = initial_block(self.total, self.topology.ranks(), self.me);
@@ -322,7 +331,9 @@ impl Rank {
                 continue;
             }
             if self.params.mode != Mode::Full || self.phase != Phase::Running {
-                return Ok(Step::Idle { until: f64::INFINITY });
+                return Ok(Step::Idle {
+                    until: f64::INFINITY,
+                });
             }
             match self.help(now, board)? {
                 Some(until) => return Ok(Step::Idle { until }),
@@ -334,9 +345,14 @@ impl Rank {
     /// Algorithm 1: take this rank's quota from the plan of every rank's report.
     pub fn apply_plan(&mut self, reports: &[WarmupReport], now: f64) -> Result<()> {
         if self.phase != Phase::Exchanging {
-            return Err(Error::State("a plan arrived outside the warm-up exchange".into()));
+            return Err(Error::State(
+                "a plan arrived outside the warm-up exchange".into(),
+            ));
         }
-        let accounted: u64 = reports.iter().map(|r| r.done + (r.tail.end - r.tail.start)).sum();
+        let accounted: u64 = reports
+            .iter()
+            .map(|r| r.done + (r.tail.end - r.tail.start))
+            .sum();
         if reports.len() != self.topology.ranks() || accounted != self.total {
             return Err(Error::Internal(format!(
                 "warm-up reports of {} ranks account for {accounted} of {} ids",
@@ -470,10 +486,19 @@ impl Rank {
     }
 
     /// Write fresh figures into the open SOS and learn what helpers took.
-    fn refresh(&mut self, seq: u64, now: f64, v: f64, tau: f64, board: &mut dyn Board) -> Result<()> {
+    fn refresh(
+        &mut self,
+        seq: u64,
+        now: f64,
+        v: f64,
+        tau: f64,
+        board: &mut dyn Board,
+    ) -> Result<()> {
         let lease = self.lease.len();
         let r = self.with_own_sos(seq, board, |state| {
-            let SosState::Open(p) = state else { return None };
+            let SosState::Open(p) = state else {
+                return None;
+            };
             p.speed = v;
             p.forecast = tau;
             p.updated_at = now;
@@ -493,7 +518,9 @@ impl Rank {
     /// No longer late: close the SOS and take the unclaimed tail back.
     fn withdraw(&mut self, seq: u64, tau: f64, board: &mut dyn Board) -> Result<()> {
         let r = self.with_own_sos(seq, board, |state| {
-            let SosState::Open(p) = state else { return None };
+            let SosState::Open(p) = state else {
+                return None;
+            };
             let reclaimed = std::mem::take(&mut p.tail);
             *state = SosState::Closed;
             Some(reclaimed)
@@ -503,7 +530,11 @@ impl Rank {
                 self.lease.extend(&reclaimed);
                 self.tail = IdSet::new();
                 self.sos = None;
-                self.events.push(Event::SosWithdrawn { seq, reclaimed, forecast: tau });
+                self.events.push(Event::SosWithdrawn {
+                    seq,
+                    reclaimed,
+                    forecast: tau,
+                });
                 self.unlist(board)
             }
             Ok(None) => self.recover(self.lost_record(), board),
@@ -518,7 +549,9 @@ impl Rank {
         let Some(seq) = self.sos else { return Ok(()) };
         let n = self.lease_len();
         let r = self.with_own_sos(seq, board, |state| {
-            let SosState::Open(p) = state else { return None };
+            let SosState::Open(p) = state else {
+                return None;
+            };
             let ext = p.tail.take_front(n);
             p.updated_at = now;
             p.remaining = ext.len() + p.tail.len();
@@ -548,7 +581,10 @@ impl Rank {
     fn lost_record(&self) -> Error {
         Error::Corrupt {
             path: format!("sos/{}.ron", self.me).into(),
-            reason: format!("this rank's open SOS {:?} is no longer in its record", self.sos),
+            reason: format!(
+                "this rank's open SOS {:?} is no longer in its record",
+                self.sos
+            ),
         }
     }
 
@@ -566,7 +602,9 @@ impl Rank {
             return Err(e);
         }
         self.report.errors += 1;
-        self.events.push(Event::Recovered { error: e.to_string() });
+        self.events.push(Event::Recovered {
+            error: e.to_string(),
+        });
         let tail = std::mem::take(&mut self.tail);
         self.lease.extend(&tail);
         self.sos = None;
@@ -649,13 +687,16 @@ impl Rank {
         let (me, policy) = (self.me, self.params.help_policy);
         let mut taken = None;
         let r = board.with_sos(owner, Access::Try, &mut |s| {
-            let SosState::Open(p) = &mut s.state else { return };
+            let SosState::Open(p) = &mut s.state else {
+                return;
+            };
             let others = s
                 .aids
                 .iter()
                 .map(|a| (a.speed, a.ids.len() as f64 - a.speed * (now - a.at)))
                 .collect();
-            let lease_left = p.remaining.saturating_sub(p.tail.len()) as f64 - p.speed * (now - p.updated_at);
+            let lease_left =
+                p.remaining.saturating_sub(p.tail.len()) as f64 - p.speed * (now - p.updated_at);
             let k = share(
                 policy,
                 &ShareInput {

@@ -46,13 +46,21 @@ pub enum Factor {
 impl Factor {
     fn value(&self, i: usize, t: f64) -> f64 {
         match *self {
-            Factor::Classes(ref c, group) => c.get((i / group.max(1)) % c.len().max(1)).copied().unwrap_or(1.0),
+            Factor::Classes(ref c, group) => c
+                .get((i / group.max(1)) % c.len().max(1))
+                .copied()
+                .unwrap_or(1.0),
             Factor::Fluctuate { seed, period } => {
                 let k = (t / period).floor() as u64;
-                let x = crate::splitmix64(seed ^ (i as u64).wrapping_mul(0x1_0000_0001B3) ^ (k << 32));
+                let x =
+                    crate::splitmix64(seed ^ (i as u64).wrapping_mul(0x1_0000_0001B3) ^ (k << 32));
                 0.5 + (x >> 11) as f64 * (-53f64).exp2()
             }
-            Factor::Step { at, from_rank, factor } => {
+            Factor::Step {
+                at,
+                from_rank,
+                factor,
+            } => {
                 if i >= from_rank && t >= at {
                     factor
                 } else {
@@ -101,9 +109,14 @@ impl Scenario {
             origin: format!("scenario {}{at}", path.display()),
             reason,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| origin(format!("cannot read the file: {e}"), String::new()))?;
-        let s: Scenario = ron::from_str(&text)
-            .map_err(|e| origin(e.code.to_string(), format!(":{}:{}", e.span.start.line, e.span.start.col)))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| origin(format!("cannot read the file: {e}"), String::new()))?;
+        let s: Scenario = ron::from_str(&text).map_err(|e| {
+            origin(
+                e.code.to_string(),
+                format!(":{}:{}", e.span.start.line, e.span.start.col),
+            )
+        })?;
         let bad = |what: &str| Err(origin(what.to_string(), String::new()));
         if s.ranks == 0 || s.realisations == 0 {
             return bad("`ranks` and `realisations` must be positive");
@@ -113,12 +126,18 @@ impl Scenario {
         }
         for f in &s.speed {
             let ok = match f {
-                Factor::Classes(c, g) => *g > 0 && !c.is_empty() && c.iter().all(|v| v.is_finite() && *v > 0.0),
+                Factor::Classes(c, g) => {
+                    *g > 0 && !c.is_empty() && c.iter().all(|v| v.is_finite() && *v > 0.0)
+                }
                 Factor::Fluctuate { period, .. } => period.is_finite() && *period > 0.0,
-                Factor::Step { at, factor, .. } => at.is_finite() && factor.is_finite() && *factor > 0.0,
+                Factor::Step { at, factor, .. } => {
+                    at.is_finite() && factor.is_finite() && *factor > 0.0
+                }
             };
             if !ok {
-                return bad(&format!("speed factor {f:?}: speeds and periods must be positive and finite"));
+                return bad(&format!(
+                    "speed factor {f:?}: speeds and periods must be positive and finite"
+                ));
             }
         }
         Ok(s)
@@ -140,7 +159,11 @@ impl Scenario {
         let z = self.realisations as f64;
         let (mut t, mut done) = (0.0f64, 0.0f64);
         loop {
-            let next = self.speed.iter().map(|f| f.next_change(t)).fold(f64::INFINITY, f64::min);
+            let next = self
+                .speed
+                .iter()
+                .map(|f| f.next_change(t))
+                .fold(f64::INFINITY, f64::min);
             let rate: f64 = (0..ranks).map(|i| self.speed(i, t)).sum::<f64>() / self.base;
             if rate > 0.0 && done + rate * (next - t) >= z {
                 return t + (z - done) / rate;
@@ -159,7 +182,8 @@ mod tests {
     use super::*;
 
     fn bundled(name: &str) -> Scenario {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/scenarios/{name}.ron"));
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/scenarios/{name}.ron"));
         Scenario::from_file(&path).unwrap()
     }
 
@@ -193,10 +217,21 @@ mod tests {
     #[test]
     fn bad_scenarios_are_named() {
         let p = std::env::temp_dir().join(format!("soslb-scenario-{}.ron", std::process::id()));
-        std::fs::write(&p, "(name: \"x\", ranks: 2, realisations: 10, base: -1.0, speed: [])").unwrap();
+        std::fs::write(
+            &p,
+            "(name: \"x\", ranks: 2, realisations: 10, base: -1.0, speed: [])",
+        )
+        .unwrap();
         let msg = Scenario::from_file(&p).unwrap_err().to_string();
-        assert!(msg.contains("base") && msg.contains(&p.display().to_string()), "{msg}");
-        std::fs::write(&p, "(name: \"x\", ranks: 2, realisations: 10, base: 1.0, speed: [], extra: 1)").unwrap();
+        assert!(
+            msg.contains("base") && msg.contains(&p.display().to_string()),
+            "{msg}"
+        );
+        std::fs::write(
+            &p,
+            "(name: \"x\", ranks: 2, realisations: 10, base: 1.0, speed: [], extra: 1)",
+        )
+        .unwrap();
         let msg = Scenario::from_file(&p).unwrap_err().to_string();
         assert!(msg.contains("extra"), "{msg}");
         std::fs::remove_file(p).unwrap();

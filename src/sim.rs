@@ -81,8 +81,16 @@ enum State {
 /// Run `scenario` on `scenario.ranks` simulated ranks.
 pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<Outcome> {
     let p = scenario.ranks;
-    let hosts = if opts.ranks_per_host > 0 { Hosts::Virtual(opts.ranks_per_host) } else { Hosts::Real };
-    let sites = if opts.hosts_per_site > 0 { Sites::Virtual(opts.hosts_per_site) } else { Sites::Single };
+    let hosts = if opts.ranks_per_host > 0 {
+        Hosts::Virtual(opts.ranks_per_host)
+    } else {
+        Hosts::Real
+    };
+    let sites = if opts.hosts_per_site > 0 {
+        Sites::Virtual(opts.hosts_per_site)
+    } else {
+        Sites::Single
+    };
     let topology = Topology::new(vec!["sim".to_string(); p], &hosts, &sites);
     let mut board = MemoryBoard::new(p).with_busy_locks(opts.busy_one_in, opts.seed);
     let mut ranks: Vec<Rank> = (0..p)
@@ -112,11 +120,19 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         if now.is_infinite() {
             // Everyone left is waiting for termination, which needs every rank.
             if !entered.iter().all(|&e| e) {
-                return Err(Error::Internal("ranks wait for termination that cannot come".into()));
+                return Err(Error::Internal(
+                    "ranks wait for termination that cannot come".into(),
+                ));
             }
             let end = state
                 .iter()
-                .filter_map(|s| if let State::Done(t) = s { Some(*t) } else { None })
+                .filter_map(|s| {
+                    if let State::Done(t) = s {
+                        Some(*t)
+                    } else {
+                        None
+                    }
+                })
                 .fold(0.0, f64::max);
             for s in state.iter_mut().filter(|s| matches!(s, State::Ready(_))) {
                 *s = State::Done(end);
@@ -154,7 +170,13 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             let all: Vec<WarmupReport> = reports.iter_mut().filter_map(Option::take).collect();
             let at = state
                 .iter()
-                .filter_map(|s| if let State::Exchanging(t) = s { Some(*t) } else { None })
+                .filter_map(|s| {
+                    if let State::Exchanging(t) = s {
+                        Some(*t)
+                    } else {
+                        None
+                    }
+                })
                 .fold(0.0, f64::max);
             for (k, rank) in ranks.iter_mut().enumerate() {
                 rank.apply_plan(&all, at)?;

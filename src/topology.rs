@@ -16,7 +16,9 @@ impl Topology {
     pub fn new(real_hosts: Vec<String>, hosts: &Hosts, sites: &Sites) -> Topology {
         let hosts: Vec<String> = match *hosts {
             Hosts::Real => real_hosts,
-            Hosts::Virtual(n) => (0..real_hosts.len()).map(|r| format!("vhost{}", r / n.max(1))).collect(),
+            Hosts::Virtual(n) => (0..real_hosts.len())
+                .map(|r| format!("vhost{}", r / n.max(1)))
+                .collect(),
         };
         let sites = match sites {
             Sites::Single => vec!["site".to_string(); hosts.len()],

@@ -20,23 +20,51 @@ fn params(mode: Mode, policy: HelpPolicy) -> Params {
 fn assert_exactly_once(out: &Outcome) {
     let missing = out.counts.iter().filter(|&&c| c == 0).count();
     let twice = out.counts.iter().filter(|&&c| c > 1).count();
-    assert_eq!((missing, twice), (0, 0), "ids missing / computed more than once");
-    assert!(out.left.iter().all(|&l| l == 0), "a rank terminated holding ids: {:?}", out.left);
+    assert_eq!(
+        (missing, twice),
+        (0, 0),
+        "ids missing / computed more than once"
+    );
+    assert!(
+        out.left.iter().all(|&l| l == 0),
+        "a rank terminated holding ids: {:?}",
+        out.left
+    );
 }
 
-fn scenario(ranks: usize, z: u64, classes: Vec<f64>, fluct: Option<u64>, step: Option<(f64, usize)>) -> Scenario {
+fn scenario(
+    ranks: usize,
+    z: u64,
+    classes: Vec<f64>,
+    fluct: Option<u64>,
+    step: Option<(f64, usize)>,
+) -> Scenario {
     let mut speed = vec![Factor::Classes(classes, 1)];
     if let Some(seed) = fluct {
         speed.push(Factor::Fluctuate { seed, period: 1.0 });
     }
     if let Some((at, from_rank)) = step {
-        speed.push(Factor::Step { at, from_rank, factor: 0.2 });
+        speed.push(Factor::Step {
+            at,
+            from_rank,
+            factor: 0.2,
+        });
     }
-    Scenario { name: "prop".into(), ranks, realisations: z, base: 0.01, speed }
+    Scenario {
+        name: "prop".into(),
+        ranks,
+        realisations: z,
+        base: 0.01,
+        speed,
+    }
 }
 
 fn policy() -> impl Strategy<Value = HelpPolicy> {
-    prop_oneof![Just(HelpPolicy::Proportional), Just(HelpPolicy::Half), Just(HelpPolicy::Balanced)]
+    prop_oneof![
+        Just(HelpPolicy::Proportional),
+        Just(HelpPolicy::Half),
+        Just(HelpPolicy::Balanced)
+    ]
 }
 
 proptest! {
@@ -86,13 +114,27 @@ fn full_mode_beats_warmup_which_beats_static_on_the_bundled_scenarios() {
         for mode in [Mode::Static, Mode::Warmup, Mode::Full] {
             let mut p = params(mode, HelpPolicy::Balanced);
             p.warmup = 1.0;
-            let out = sim::simulate(&s, &p, &Options { jitter: 0.02, ..Options::default() }).unwrap();
+            let out = sim::simulate(
+                &s,
+                &p,
+                &Options {
+                    jitter: 0.02,
+                    ..Options::default()
+                },
+            )
+            .unwrap();
             assert_exactly_once(&out);
             eff.push(ideal / out.makespan);
         }
-        println!("{name}: static {:.3} warmup {:.3} full {:.3}", eff[0], eff[1], eff[2]);
+        println!(
+            "{name}: static {:.3} warmup {:.3} full {:.3}",
+            eff[0], eff[1], eff[2]
+        );
         assert!(eff[2] > 0.9, "{name}: full efficiency {:.3}", eff[2]);
-        assert!(eff[2] >= eff[1] - 0.02 && eff[1] >= eff[0] - 0.01, "{name}: {eff:?}");
+        assert!(
+            eff[2] >= eff[1] - 0.02 && eff[1] >= eff[0] - 0.01,
+            "{name}: {eff:?}"
+        );
     }
 }
 
@@ -100,14 +142,32 @@ fn full_mode_beats_warmup_which_beats_static_on_the_bundled_scenarios() {
 #[test]
 fn a_rank_that_becomes_slow_gets_help() {
     let s = scenario(8, 4000, vec![1.0], None, Some((2.0, 7)));
-    let out = sim::simulate(&s, &params(Mode::Full, HelpPolicy::Balanced), &Options::default()).unwrap();
+    let out = sim::simulate(
+        &s,
+        &params(Mode::Full, HelpPolicy::Balanced),
+        &Options::default(),
+    )
+    .unwrap();
     assert_exactly_once(&out);
-    assert!(out.reports[7].sos_posted > 0 && out.reports[7].given > 0, "{:?}", out.reports[7]);
+    assert!(
+        out.reports[7].sos_posted > 0 && out.reports[7].given > 0,
+        "{:?}",
+        out.reports[7]
+    );
     let helped: Vec<usize> = out.events[7]
         .iter()
-        .filter_map(|e| if let Event::AidReceived { aid, .. } = e { Some(aid.helper) } else { None })
+        .filter_map(|e| {
+            if let Event::AidReceived { aid, .. } = e {
+                Some(aid.helper)
+            } else {
+                None
+            }
+        })
         .collect();
-    assert!(helped.iter().any(|&h| h != 7) && helped.iter().all(|&h| h < 7), "{helped:?}");
+    assert!(
+        helped.iter().any(|&h| h != 7) && helped.iter().all(|&h| h < 7),
+        "{helped:?}"
+    );
 }
 
 /// Helpers prefer an SOS on their own host: the first help of a rank that
@@ -119,7 +179,15 @@ fn nearby_helpers_go_first_and_far_ones_come_when_needed() {
         let s = scenario(8, 4000, vec![1.0], None, Some((2.0, from_rank)));
         let mut p = params(Mode::Full, HelpPolicy::Half);
         p.grace = 1.0;
-        let out = sim::simulate(&s, &p, &Options { ranks_per_host: 4, ..Options::default() }).unwrap();
+        let out = sim::simulate(
+            &s,
+            &p,
+            &Options {
+                ranks_per_host: 4,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         assert_exactly_once(&out);
         (from_rank..8)
             .map(|owner| {
@@ -140,6 +208,10 @@ fn nearby_helpers_go_first_and_far_ones_come_when_needed() {
     assert!((4..7).contains(&near[0]), "{near:?}");
     // All of host 1 slows down: host 0 helps every one of its ranks.
     for (k, h) in helpers(4).iter().enumerate() {
-        assert!(h.iter().any(|&h| h < 4), "rank {} got no help from host 0: {h:?}", 4 + k);
+        assert!(
+            h.iter().any(|&h| h < 4),
+            "rank {} got no help from host 0: {h:?}",
+            4 + k
+        );
     }
 }

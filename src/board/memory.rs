@@ -59,7 +59,12 @@ impl MemoryBoard {
 }
 
 impl Board for MemoryBoard {
-    fn with_sos(&mut self, rank: usize, access: Access, f: &mut dyn FnMut(&mut Sos)) -> Result<Locked> {
+    fn with_sos(
+        &mut self,
+        rank: usize,
+        access: Access,
+        f: &mut dyn FnMut(&mut Sos),
+    ) -> Result<Locked> {
         let mut shared = self.lock();
         if access == Access::Try && self.busy_one_in > 0 {
             shared.busy_state = crate::splitmix64(shared.busy_state);
@@ -82,7 +87,10 @@ impl Board for MemoryBoard {
                 *slot = sos.clone();
                 Ok(())
             }
-            None => Err(Error::Internal(format!("no SOS record for rank {}", sos.rank))),
+            None => Err(Error::Internal(format!(
+                "no SOS record for rank {}",
+                sos.rank
+            ))),
         }
     }
 

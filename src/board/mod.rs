@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 pub mod file;
 pub mod format;
 pub mod memory;
+pub mod watch;
 
 /// A rank's SOS record: closed or open, with the AID records of the help it
 /// received while open.
@@ -137,7 +138,12 @@ pub trait Board {
     ///
     /// A record that cannot be read is an error naming where it is; the caller
     /// decides how to recover (see [`Board::reset_sos`]).
-    fn with_sos(&mut self, rank: usize, access: Access, f: &mut dyn FnMut(&mut Sos)) -> Result<Locked>;
+    fn with_sos(
+        &mut self,
+        rank: usize,
+        access: Access,
+        f: &mut dyn FnMut(&mut Sos),
+    ) -> Result<Locked>;
 
     /// Overwrite the SOS record of `rank` under its lock without reading it:
     /// the owner's recovery from a corrupt record.

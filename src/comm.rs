@@ -1,0 +1,183 @@
+//! The MPI shell: the library's duplicate of the caller's communicator and
+//! the few collectives the library makes, all from the calling thread.
+//!
+//! Waits on other ranks sleep between `MPI_Test` calls instead of spinning in
+//! a blocking call, so that waiting ranks leave the cores to working ones.
+
+use crate::error::{Error, Result};
+use mpi::collective::SystemOperation;
+use mpi::request::Request;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::mem::ManuallyDrop;
+use std::time::Duration;
+
+/// The library's own communicator.
+pub struct Comm {
+    comm: ManuallyDrop<SimpleCommunicator>,
+    rank: usize,
+    size: usize,
+}
+
+/// MPI must be initialised and not finalised for any call.
+pub fn check_mpi() -> Result<()> {
+    if !mpi::environment::is_initialized() {
+        return Err(Error::Mpi(
+            "MPI is not initialised: call MPI_Init before soslb_init".into(),
+        ));
+    }
+    if mpi::environment::is_finalized() {
+        return Err(Error::Mpi(
+            "MPI is already finalised: call soslb_finalize before MPI_Finalize".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Sleep between tests of a request, from 20 µs doubling up to `cap`.
+fn wait_quietly<'a, S: mpi::request::Scope<'a>>(mut req: Request<'a, (), S>, cap: Duration) {
+    let mut pause = Duration::from_micros(20);
+    loop {
+        match req.test() {
+            Ok(_) => return,
+            Err(r) => req = r,
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(cap);
+    }
+}
+
+impl Comm {
+    /// Duplicate `comm` (`MPI_Comm_dup`).
+    pub fn duplicate<C: Communicator>(comm: &C) -> Comm {
+        Self::wrap(comm.duplicate())
+    }
+
+    /// Duplicate the communicator of a Fortran handle.
+    ///
+    /// # Safety
+    /// MPI must be initialised (see [`check_mpi`]).
+    pub unsafe fn duplicate_fortran(handle: i32) -> Result<Comm> {
+        // SAFETY: MPI is initialised; f2c of any integer is defined and gives
+        // MPI_COMM_NULL (or an invalid handle, caught by MPI) for a bad one.
+        unsafe {
+            let raw = mpi::ffi::RSMPI_Comm_f2c(handle);
+            if raw == mpi::ffi::RSMPI_COMM_NULL {
+                return Err(Error::argument(
+                    "comm",
+                    format!("Fortran handle {handle} is MPI_COMM_NULL or not a communicator"),
+                ));
+            }
+            let mut dup = mpi::ffi::RSMPI_COMM_NULL;
+            mpi::ffi::MPI_Comm_dup(raw, &mut dup);
+            Ok(Self::wrap(SimpleCommunicator::from_raw(dup)))
+        }
+    }
+
+    fn wrap(comm: SimpleCommunicator) -> Comm {
+        Comm {
+            rank: comm.rank() as usize,
+            size: comm.size() as usize,
+            comm: ManuallyDrop::new(comm),
+        }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// A barrier during which waiting ranks sleep.
+    pub fn quiet_barrier(&self) {
+        wait_quietly(self.comm.immediate_barrier(), Duration::from_millis(2));
+    }
+
+    /// Start the termination barrier.
+    pub fn start_barrier(&self) -> Request<'static, ()> {
+        self.comm.immediate_barrier()
+    }
+
+    /// Wait for a barrier started with [`Comm::start_barrier`].
+    pub fn finish_barrier(&self, req: Request<'static, ()>) {
+        wait_quietly(req, Duration::from_millis(5));
+    }
+
+    /// Every rank learns whether every rank succeeded. A rank that failed
+    /// returns its own error; the others an error naming the failed ranks.
+    pub fn agree<T>(&self, local: Result<T>) -> Result<T> {
+        let mine = [local.is_err() as u64];
+        let flags = self.all_gather(&mine);
+        let failed: Vec<usize> = (0..self.size).filter(|&r| flags[r] != 0).collect();
+        match local {
+            Err(e) => Err(e),
+            Ok(_) if !failed.is_empty() => Err(Error::Mpi(format!(
+                "rank(s) {failed:?} failed to start soslb; their error messages say why"
+            ))),
+            ok => ok,
+        }
+    }
+
+    /// `MPI_Allgather` of `words` (the same length on every rank), rank by rank.
+    pub fn all_gather(&self, words: &[u64]) -> Vec<u64> {
+        let mut all = vec![0u64; words.len() * self.size];
+        self.comm.all_gather_into(words, &mut all[..]);
+        all
+    }
+
+    /// Allgather of short strings (longer ones are cut at `max` bytes).
+    pub fn all_gather_strings(&self, s: &str, max: usize) -> Vec<String> {
+        let mut buf = vec![0u8; max];
+        let n = s.len().min(max);
+        buf[..n].copy_from_slice(&s.as_bytes()[..n]);
+        let mut all = vec![0u8; max * self.size];
+        self.comm.all_gather_into(&buf[..], &mut all[..]);
+        all.chunks(max)
+            .map(|c| {
+                let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
+                String::from_utf8_lossy(&c[..end]).into_owned()
+            })
+            .collect()
+    }
+
+    /// Rank `root`'s string, on every rank.
+    pub fn broadcast_string(&self, s: &str, root: usize) -> String {
+        let root = self.comm.process_at_rank(root as i32);
+        let mut len = [s.len() as u64];
+        root.broadcast_into(&mut len[..]);
+        let mut buf = s.as_bytes().to_vec();
+        buf.resize(len[0] as usize, 0);
+        root.broadcast_into(&mut buf[..]);
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+
+    /// Elementwise sum over all ranks.
+    pub fn sum(&self, words: &[i64]) -> Vec<i64> {
+        let mut out = vec![0i64; words.len()];
+        self.comm
+            .all_reduce_into(words, &mut out[..], SystemOperation::sum());
+        out
+    }
+
+    /// Maximum over all ranks.
+    pub fn max(&self, word: u64) -> u64 {
+        let mut out = 0u64;
+        self.comm
+            .all_reduce_into(&word, &mut out, SystemOperation::max());
+        out
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        // MPI_Comm_free after MPI_Finalize is an error: then leave it.
+        if !mpi::environment::is_finalized() {
+            // SAFETY: dropped once, here.
+            unsafe { ManuallyDrop::drop(&mut self.comm) };
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The C ABI (`fortran/soslb.h`), under the Fortran module `fortran/soslb.f90`.
+//!
+//! Every function returns 0 or an error code ([`crate::error::code`]) and
+//! keeps the message for [`soslb_error_message`]. No panic crosses this
+//! boundary: each body runs under `catch_unwind`.
+
+use crate::balancer::Balancer;
+use crate::error::{Error, Result, code};
+use std::cell::RefCell;
+use std::ffi::{CStr, c_char, c_int};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+
+thread_local! {
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// The opaque handle of the C ABI (`soslb` in the header).
+pub struct Handle(Balancer);
+
+/// Run `f`, turning errors and panics into codes and messages.
+fn guard(f: impl FnOnce() -> Result<()>) -> c_int {
+    let (code, message) = match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => return code::OK,
+        Ok(Err(e)) => (e.code(), e.to_string()),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            (code::INTERNAL, Error::Internal(what).to_string())
+        }
+    };
+    LAST_ERROR.with(|m| *m.borrow_mut() = message);
+    code
+}
+
+fn handle<'a>(lb: *mut Handle) -> Result<&'a mut Balancer> {
+    // SAFETY: a non-null `lb` is a pointer returned by soslb_init and not yet
+    // finalised (the caller's contract in the header).
+    unsafe { lb.as_mut() }.map(|h| &mut h.0).ok_or_else(|| {
+        Error::argument(
+            "lb",
+            "is NULL: call soslb_init first, and not after soslb_finalize",
+        )
+    })
+}
+
+fn out<'a, T>(p: *mut T, name: &'static str) -> Result<&'a mut T> {
+    // SAFETY: a non-null pointer to a writable T (the caller's contract).
+    unsafe { p.as_mut() }.ok_or_else(|| Error::argument(name, "is NULL"))
+}
+
+/// See `fortran/soslb.h`.
+///
+/// # Safety
+/// `config` is NULL or a NUL-terminated string; `lb` points to writable storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn soslb_init(
+    comm: i32,
+    total: i64,
+    config: *const c_char,
+    lb: *mut *mut Handle,
+) -> c_int {
+    guard(|| {
+        let lb = out(lb, "lb")?;
+        *lb = std::ptr::null_mut();
+        let path = if config.is_null() {
+            None
+        } else {
+            // SAFETY: non-null and NUL-terminated (the caller's contract).
+            let s = unsafe { CStr::from_ptr(config) }
+                .to_str()
+                .map_err(|_| Error::argument("config", "the path is not valid UTF-8"))?;
+            Some(s.trim_end().to_string()).filter(|s| !s.is_empty())
+        };
+        let balancer = Balancer::from_fortran(comm, total, path.as_deref().map(Path::new))?;
+        *lb = Box::into_raw(Box::new(Handle(balancer)));
+        Ok(())
+    })
+}
+
+/// See `fortran/soslb.h`.
+///
+/// # Safety
+/// `lb` comes from `soslb_init`; `first` and `count` point to writable storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn soslb_next(lb: *mut Handle, first: *mut i64, count: *mut i64) -> c_int {
+    guard(|| {
+        let (first, count) = (out(first, "first")?, out(count, "count")?);
+        *count = 0;
+        if let Some(ids) = handle(lb)?.next()? {
+            *first = ids.start as i64;
+            *count = (ids.end - ids.start) as i64;
+        }
+        Ok(())
+    })
+}
+
+/// See `fortran/soslb.h`.
+///
+/// # Safety
+/// `lb` comes from `soslb_init`; `values` points to `n` readable doubles.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn soslb_add(lb: *mut Handle, values: *const f64, n: i64) -> c_int {
+    guard(|| {
+        let lb = handle(lb)?;
+        if values.is_null() || n <= 0 {
+            return Err(Error::argument(
+                "values",
+                format!("NULL or n = {n}: pass at least one value"),
+            ));
+        }
+        // SAFETY: `values` points to `n` doubles (the caller's contract).
+        let values = unsafe { std::slice::from_raw_parts(values, n as usize) };
+        lb.add(values)
+    })
+}
+
+/// See `fortran/soslb.h`.
+///
+/// # Safety
+/// `lb` points to a handle from `soslb_init` (or NULL); `mean` and
+/// `std_error` point to `n` writable doubles when `n > 0`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn soslb_finalize(
+    lb: *mut *mut Handle,
+    mean: *mut f64,
+    std_error: *mut f64,
+    n: i64,
+) -> c_int {
+    guard(|| {
+        let slot = out(lb, "lb")?;
+        if slot.is_null() {
+            return Err(Error::argument(
+                "lb",
+                "is NULL: soslb_init failed or soslb_finalize was called twice",
+            ));
+        }
+        // SAFETY: the pointer came from Box::into_raw in soslb_init; the slot
+        // is cleared so that it is freed once.
+        let balancer = unsafe { Box::from_raw(std::mem::replace(slot, std::ptr::null_mut())) }.0;
+        // The collective comes first, so that a bad argument leaves no rank waiting.
+        let summary = balancer.finish()?;
+        let n = usize::try_from(n).map_err(|_| Error::argument("n", format!("{n} is negative")))?;
+        if n > 0 {
+            if mean.is_null() || std_error.is_null() {
+                return Err(Error::argument(
+                    "mean/std_error",
+                    format!("NULL with n = {n}"),
+                ));
+            }
+            for k in 0..n {
+                let s = summary.statistics.get(k);
+                // SAFETY: both arrays hold n doubles (the caller's contract).
+                unsafe {
+                    *mean.add(k) = s.map_or(f64::NAN, |s| s.mean);
+                    *std_error.add(k) = s.map_or(f64::NAN, |s| s.std_error);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// See `fortran/soslb.h`.
+///
+/// # Safety
+/// `buf` points to `len` writable bytes, or is NULL with `len` 0.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn soslb_error_message(buf: *mut c_char, len: i64) -> i64 {
+    LAST_ERROR.with(|m| {
+        let m = m.borrow();
+        if !buf.is_null() && len > 0 {
+            let n = m.len().min(len as usize - 1);
+            // SAFETY: `buf` holds `len` > n bytes (the caller's contract).
+            unsafe {
+                std::ptr::copy_nonoverlapping(m.as_ptr(), buf.cast::<u8>(), n);
+                *buf.add(n) = 0;
+            }
+        }
+        m.len() as i64
+    })
+}

@@ -1,0 +1,142 @@
+//! Monitor logs: one file per host and rank, `log/<host>.<rank>.log`, as in
+//! the paper. Each line is an RFC 3339 timestamp, the job time `t` (seconds
+//! since the common start, the clock every record of the board uses), and
+//! one event: chunk completions with speed and forecast, the plan, every SOS
+//! posted, refreshed or withdrawn, every AID given or received. A run can be
+//! reconstructed from them: who helped whom, how many ids, when.
+//!
+//! Lines are buffered and flushed at every check and at the end: nothing is
+//! written on the fast path of `next`.
+
+use crate::error::{Error, Result};
+use crate::policy::Event;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// A rank's monitor log.
+#[derive(Debug)]
+pub struct Monitor {
+    out: Option<BufWriter<File>>,
+    path: PathBuf,
+    rank: usize,
+    writes: u64,
+}
+
+impl Monitor {
+    /// Create the log file (it must not exist yet).
+    pub fn create(path: &Path, rank: usize) -> Result<Monitor> {
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        Ok(Monitor {
+            out: Some(BufWriter::with_capacity(64 * 1024, file)),
+            path: path.to_path_buf(),
+            rank,
+            writes: 0,
+        })
+    }
+
+    /// A monitor that writes nothing.
+    pub fn disabled(rank: usize) -> Monitor {
+        Monitor {
+            out: None,
+            path: PathBuf::new(),
+            rank,
+            writes: 0,
+        }
+    }
+
+    /// Append one line: timestamp, rank, job time, then `text`.
+    pub fn line(&mut self, t: f64, text: std::fmt::Arguments<'_>) {
+        let Some(out) = &mut self.out else { return };
+        let stamp = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        if let Err(e) = writeln!(out, "{stamp} rank={} t={t:.6} {text}", self.rank) {
+            self.fail(e);
+        }
+    }
+
+    /// Append the line of an event.
+    pub fn event(&mut self, t: f64, event: &Event) {
+        match event {
+            Event::Progress {
+                ids,
+                done,
+                speed,
+                remaining,
+                forecast,
+            } => self.line(
+                t,
+                format_args!(
+                    "progress done={done} speed={speed:.4} remaining={remaining} forecast={forecast:.4} ids={ids}"
+                ),
+            ),
+            Event::Plan { quota, speed, horizon } => self.line(
+                t,
+                format_args!("plan speed={speed:.4} horizon={horizon:.4} quota_len={} quota={quota}", quota.len()),
+            ),
+            Event::SosPosted { seq, tail, forecast } => self.line(
+                t,
+                format_args!("sos-posted seq={seq} forecast={forecast:.4} tail_len={} tail={tail}", tail.len()),
+            ),
+            Event::SosWithdrawn {
+                seq,
+                reclaimed,
+                forecast,
+            } => self.line(
+                t,
+                format_args!(
+                    "sos-withdrawn seq={seq} forecast={forecast:.4} reclaimed_len={} reclaimed={reclaimed}",
+                    reclaimed.len()
+                ),
+            ),
+            Event::SosClosed { seq } => self.line(t, format_args!("sos-closed seq={seq}")),
+            Event::AidReceived { seq, aid } => self.line(
+                t,
+                format_args!(
+                    "aid-received seq={seq} helper={} at={:.4} helper_speed={:.4} ids_len={} ids={}",
+                    aid.helper,
+                    aid.at,
+                    aid.speed,
+                    aid.ids.len(),
+                    aid.ids
+                ),
+            ),
+            Event::AidGiven { owner, seq, ids } => self.line(
+                t,
+                format_args!("aid-given owner={owner} seq={seq} ids_len={} ids={ids}", ids.len()),
+            ),
+            Event::Recovered { error } => self.line(t, format_args!("error {error:?}")),
+        }
+    }
+
+    /// Write the buffered lines to the file.
+    pub fn flush(&mut self) {
+        let Some(out) = &mut self.out else { return };
+        if out.buffer().is_empty() {
+            return;
+        }
+        self.writes += 1;
+        if let Err(e) = out.flush() {
+            self.fail(e);
+        }
+    }
+
+    /// Writes made to the file so far.
+    pub fn writes(&self) -> u64 {
+        self.writes
+    }
+
+    /// A log that cannot be written is dropped with one warning: it must
+    /// not stop the computation.
+    fn fail(&mut self, e: std::io::Error) {
+        eprintln!(
+            "soslb: warning: rank {}: monitor log {}: {e}; logging stops",
+            self.rank,
+            self.path.display()
+        );
+        self.out = None;
+    }
+}

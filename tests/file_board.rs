@@ -1,0 +1,397 @@
+//! The file board on a local temporary directory, without MPI: threads each
+//! owning their own `FileBoard` conflict through `flock` as processes would.
+
+use soslb::Error;
+use soslb::board::file::{self, FileBoard, JobInfo};
+use soslb::board::format;
+use soslb::board::watch::Discovery;
+use soslb::board::{Access, Aid, Board, Locked, OpenEntry, OpenIndex, Post, Sos, SosState};
+use soslb::ids::IdSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// A fresh job directory, removed on drop.
+struct TempJob(PathBuf);
+
+impl TempJob {
+    fn new(ranks: usize) -> TempJob {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let root = std::env::temp_dir().join(format!(
+            "soslb-file-board-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let job = TempJob(root.join("job"));
+        file::create_job(&job.0, &job_info(ranks)).unwrap();
+        job
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn join(&self, rank: usize, ranks: usize) -> FileBoard {
+        FileBoard::join(&self.0, rank, ranks).unwrap()
+    }
+}
+
+impl Drop for TempJob {
+    fn drop(&mut self) {
+        if let Some(root) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(root);
+        }
+    }
+}
+
+fn job_info(ranks: usize) -> JobInfo {
+    JobInfo {
+        job_id: "test".into(),
+        total: 1000,
+        ranks,
+        start: "2025-01-01T00:00:00Z".into(),
+        config_digest: 42,
+    }
+}
+
+fn post(tail: IdSet) -> Post {
+    Post {
+        speed: 10.0,
+        remaining: tail.len(),
+        forecast: 100.0,
+        host: "h".into(),
+        site: "s".into(),
+        opened_at: 0.0,
+        updated_at: 0.0,
+        tail,
+    }
+}
+
+/// Every id of `sets`, sorted (with repeats, if any).
+fn multiset<'a>(sets: impl IntoIterator<Item = &'a IdSet>) -> Vec<u64> {
+    let mut ids: Vec<u64> = sets
+        .into_iter()
+        .flat_map(|s| s.ranges().flatten())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// Rank 0 owns `0..total`: a lease of `0..lease` and an open SOS with the
+/// rest as its tail. 15 helpers take 1..=`max_share` ids at a time from the
+/// back of the tail while the owner extends its lease by `extend` from the
+/// front and applies (drops) the AID records. Every id must end up taken
+/// exactly once.
+fn race(total: u64, lease: u64, extend: u64, max_share: u64, delay: Duration) {
+    const RANKS: usize = 16;
+    let job = TempJob::new(RANKS);
+    let mut boards: Vec<FileBoard> = (0..RANKS)
+        .map(|r| job.join(r, RANKS).with_delay(delay))
+        .collect();
+    let tail = IdSet::from_range(lease..total);
+    boards[0]
+        .with_sos(0, Access::Wait, &mut |s| {
+            s.seq = 1;
+            s.state = SosState::Open(post(tail.clone()));
+        })
+        .unwrap();
+    let start = Arc::new(Barrier::new(RANKS));
+    let mut handles = Vec::new();
+    for (rank, mut board) in boards.into_iter().enumerate() {
+        let start = start.clone();
+        handles.push(thread::spawn(move || {
+            start.wait();
+            // (ids computed by this rank, ids the owner saw taken in AIDs)
+            let (mut mine, mut given) = (IdSet::new(), IdSet::new());
+            if rank == 0 {
+                mine.insert(0..lease);
+            }
+            let mut round = rank as u64;
+            loop {
+                round += 1;
+                let mut open = false;
+                let access = if rank % 2 == 0 {
+                    Access::Try
+                } else {
+                    Access::Wait
+                };
+                let locked = board
+                    .with_sos(0, access, &mut |s| {
+                        let SosState::Open(p) = &mut s.state else {
+                            return;
+                        };
+                        if rank == 0 {
+                            mine.extend(&p.tail.take_front(extend));
+                            for aid in s.aids.drain(..) {
+                                given.extend(&aid.ids);
+                            }
+                        } else if !p.tail.is_empty() {
+                            let ids = p.tail.take_back(1 + round % max_share);
+                            mine.extend(&ids);
+                            s.aids.push(Aid {
+                                helper: rank,
+                                ids,
+                                at: round as f64,
+                                speed: 1.0,
+                            });
+                        }
+                        open = !p.tail.is_empty();
+                        if rank == 0 && !open {
+                            s.state = SosState::Closed;
+                        }
+                    })
+                    .unwrap();
+                if locked == Locked::Done && !open {
+                    return (rank, mine, given, board.ops());
+                }
+                thread::yield_now();
+            }
+        }));
+    }
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let all = multiset(results.iter().map(|r| &r.1));
+    assert_eq!(all.len() as u64, total, "ids taken more than once or lost");
+    assert!(
+        all.iter().copied().eq(0..total),
+        "ids taken more than once or lost"
+    );
+    // What the owner read in the AID records is exactly what the helpers
+    // took, and the stored record is closed with no AID left over.
+    let mut given = multiset([&results[0].2]);
+    let helpers = multiset(results.iter().skip(1).map(|r| &r.1));
+    assert_eq!(given.len(), helpers.len());
+    given.sort_unstable();
+    assert_eq!(given, helpers);
+    let text = std::fs::read_to_string(job.path().join("sos/0.ron")).unwrap();
+    let stored: Sos = match format::decode(&text, Path::new("0.ron")).unwrap() {
+        format::Decoded::Body(s) => s,
+        format::Decoded::Torn(r) => panic!("torn: {r}"),
+    };
+    assert_eq!((stored.state, stored.aids.len()), (SosState::Closed, 0));
+    // The helpers really raced.
+    assert!(results.iter().skip(1).filter(|r| !r.1.is_empty()).count() > 1);
+}
+
+#[test]
+fn racing_helpers_take_every_id_once() {
+    race(6000, 100, 25, 6, Duration::ZERO);
+}
+
+#[test]
+fn racing_helpers_take_every_id_once_on_slow_storage() {
+    race(1500, 50, 40, 12, Duration::from_millis(1));
+}
+
+#[test]
+fn corrupt_sos_is_an_error_naming_the_path_and_reset_repairs_it() {
+    let job = TempJob::new(2);
+    let mut owner = job.join(1, 2);
+    let mut other = job.join(0, 2);
+    let path = owner.sos_path(1);
+    std::fs::write(&path, b"\x00garbage\xff (rank: 1").unwrap();
+    let err = other.with_sos(1, Access::Wait, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains(&*path.to_string_lossy()), "{err}");
+    // The error released the lock.
+    let fresh = Sos {
+        rank: 1,
+        ..Sos::default()
+    };
+    owner.reset_sos(&fresh).unwrap();
+    let mut seen = None;
+    let got = other
+        .with_sos(1, Access::Try, &mut |s| seen = Some(s.clone()))
+        .unwrap();
+    assert_eq!((got, seen), (Locked::Done, Some(fresh)));
+
+    // A record of another rank, or a malformed id set, is corrupt too.
+    std::fs::write(&path, format::encode(&Sos::default())).unwrap();
+    let err = other.with_sos(1, Access::Wait, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("rank 0, not 1"), "{err}");
+    let tail: IdSet = ron::from_str("[(9, 3)]").unwrap();
+    let sos = Sos {
+        rank: 1,
+        seq: 1,
+        state: SosState::Open(Post {
+            tail,
+            ..post(IdSet::new())
+        }),
+        aids: vec![],
+    };
+    std::fs::write(&path, format::encode(&sos)).unwrap();
+    let err = other.with_sos(1, Access::Try, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("malformed"), "{err}");
+}
+
+#[test]
+fn torn_index_reads_as_none_then_complete() {
+    let job = TempJob::new(1);
+    let mut board = job.join(0, 1);
+    let index = OpenIndex {
+        entries: vec![OpenEntry {
+            rank: 0,
+            seq: 3,
+            forecast: 12.5,
+            opened_at: 1.0,
+        }],
+    };
+    let text = format::encode(&index);
+    let path = board.index_path();
+    std::fs::write(&path, &text[..text.len() / 2]).unwrap();
+    assert_eq!(board.read_index().unwrap(), None);
+    std::fs::write(&path, "").unwrap();
+    assert_eq!(board.read_index().unwrap(), None);
+    std::fs::write(&path, &text).unwrap();
+    assert_eq!(board.read_index().unwrap(), Some(index.clone()));
+    // Under the lock a torn index is corruption, not an empty index.
+    std::fs::write(&path, &text[..text.len() - 3]).unwrap();
+    let err = board.with_index(&mut |_| {}).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+}
+
+#[test]
+fn index_updates_are_stored() {
+    let job = TempJob::new(2);
+    let (mut a, mut b) = (job.join(0, 2), job.join(1, 2));
+    let entry = |rank| OpenEntry {
+        rank,
+        seq: 1,
+        forecast: 5.0,
+        opened_at: 0.5,
+    };
+    a.with_index(&mut |i| i.upsert(entry(0))).unwrap();
+    b.with_index(&mut |i| i.upsert(entry(1))).unwrap();
+    a.with_index(&mut |i| i.remove(0)).unwrap();
+    assert_eq!(
+        b.read_index().unwrap(),
+        Some(OpenIndex {
+            entries: vec![entry(1)]
+        })
+    );
+}
+
+#[test]
+fn existing_job_dir_or_sos_file_is_a_stale_job() {
+    let job = TempJob::new(2);
+    let err = file::create_job(job.path(), &job_info(2)).unwrap_err();
+    assert!(matches!(err, Error::StaleJob { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&*job.path().to_string_lossy()) && msg.contains("job_id"),
+        "{msg}"
+    );
+    assert!(msg.contains("job `test`"), "{msg}");
+    let _first = job.join(1, 2);
+    let err = FileBoard::join(job.path(), 1, 2).unwrap_err();
+    assert!(matches!(err, Error::StaleJob { .. }), "{err}");
+    assert!(matches!(
+        FileBoard::join(job.path(), 2, 2),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
+
+#[test]
+fn job_lock_probe() {
+    let job = TempJob::new(1);
+    let lock = file::job_lock(job.path()).unwrap();
+    assert!(!file::job_lock_is_free(job.path()).unwrap());
+    assert!(matches!(
+        file::job_lock(job.path()),
+        Err(Error::Locking { .. })
+    ));
+    lock.unlock().unwrap();
+    assert!(file::job_lock_is_free(job.path()).unwrap());
+    assert_eq!(file::mount_lock_problem(job.path()), None);
+    file::is_shared_fs(job.path()).unwrap();
+}
+
+#[test]
+fn watcher_wakes_a_waiting_helper() {
+    let job = TempJob::new(2);
+    let mut helper = job.join(0, 2);
+    let mut owner = job.join(1, 2);
+    let mut discovery = Discovery::new(&helper.index_path(), true);
+    assert!(discovery.is_watching(), "{:?}", discovery.fallback_reason());
+    // Reading the index (an open) does not wake anybody.
+    helper.read_index().unwrap();
+    assert!(!discovery.wait(Duration::from_millis(200)));
+    let writer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(100));
+        owner
+            .with_index(&mut |i| {
+                i.upsert(OpenEntry {
+                    rank: 1,
+                    seq: 1,
+                    forecast: 9.0,
+                    opened_at: 1.0,
+                })
+            })
+            .unwrap();
+    });
+    let t = Instant::now();
+    assert!(discovery.wait(Duration::from_secs(5)));
+    assert!(
+        t.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    writer.join().unwrap();
+    let index = helper.read_index().unwrap().unwrap();
+    assert_eq!(index.entries.len(), 1);
+}
+
+#[test]
+fn polling_discovery_sleeps_the_timeout() {
+    let job = TempJob::new(1);
+    let board = job.join(0, 1);
+    let mut discovery = Discovery::new(&board.index_path(), false);
+    assert!(!discovery.is_watching());
+    assert_eq!(discovery.fallback_reason(), None);
+    let t = Instant::now();
+    assert!(!discovery.wait(Duration::from_millis(50)));
+    let dt = t.elapsed();
+    assert!(
+        dt >= Duration::from_millis(45) && dt < Duration::from_millis(1000),
+        "{dt:?}"
+    );
+    // A missing file cannot be watched: polling, with the reason.
+    let missing = Discovery::new(&job.path().join("no-such.ron"), true);
+    assert!(!missing.is_watching());
+    assert!(missing.fallback_reason().unwrap().contains("no-such.ron"));
+}
+
+#[test]
+fn operations_are_counted() {
+    let job = TempJob::new(2);
+    let mut board = job.join(0, 2);
+    assert_eq!(board.ops(), 0);
+    board.read_index().unwrap();
+    let per_read = board.ops();
+    assert!((1..=4).contains(&per_read), "{per_read}");
+    // Own SOS, unchanged: lock, read, unlock.
+    let before = board.ops();
+    board.with_sos(0, Access::Wait, &mut |_| {}).unwrap();
+    assert_eq!(board.ops() - before, 3);
+    // Changed: lock, read, write, set_len, fsync, unlock (set_len only if shorter).
+    let before = board.ops();
+    board
+        .with_sos(0, Access::Wait, &mut |s| {
+            s.state = SosState::Open(post(IdSet::from_range(0..9)))
+        })
+        .unwrap();
+    assert_eq!(board.ops() - before, 5);
+    let before = board.ops();
+    board
+        .with_sos(0, Access::Wait, &mut |s| s.state = SosState::Closed)
+        .unwrap();
+    assert_eq!(board.ops() - before, 6);
+    // Another rank's SOS: opened once, on first use.
+    let before = board.ops();
+    board.with_sos(1, Access::Try, &mut |_| {}).unwrap_err();
+    let _other = job.join(1, 2);
+    board.with_sos(1, Access::Try, &mut |_| {}).unwrap();
+    board.with_sos(1, Access::Try, &mut |_| {}).unwrap();
+    assert_eq!(board.ops() - before, 1 + 1 + 3 + 3);
+}
