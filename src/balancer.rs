@@ -234,7 +234,9 @@ impl Balancer {
         let mut now = self.now();
         loop {
             let step = self.rank.next(now, &mut self.board);
-            self.log_events(now);
+            if self.rank.has_events() {
+                self.log_events(now);
+            }
             match step? {
                 Step::Compute(ids) => {
                     if self.stretch > 0.0 {
@@ -264,20 +266,17 @@ impl Balancer {
         }
     }
 
-    /// Write the state machine's events to the monitor log; flush after a check.
+    /// Write the state machine's events to the monitor log and flush it.
+    #[cold]
     fn log_events(&mut self, now: f64) {
-        let mut any = false;
         for e in self.rank.drain_events() {
             if let crate::policy::Event::Recovered { error } = &e {
                 eprintln!("soslb: warning: rank {}: {error}", self.comm.rank());
                 self.warnings.push(error.clone());
             }
             self.monitor.event(now, &e);
-            any = true;
         }
-        if any {
-            self.monitor.flush();
-        }
+        self.monitor.flush();
     }
 
     /// Algorithm 1's collective: every rank's warm-up report.

@@ -54,6 +54,13 @@ impl IdSet {
         if r.start >= r.end {
             return;
         }
+        // The common case: ids arriving in order (progress, a lease).
+        match self.runs.last_mut() {
+            None => return self.runs.push((r.start, r.end)),
+            Some(last) if last.1 == r.start => return last.1 = r.end,
+            Some(last) if last.1 < r.start => return self.runs.push((r.start, r.end)),
+            _ => {}
+        }
         let (mut a, mut b) = (r.start, r.end);
         // First run that ends at or after `a` (it may touch or overlap).
         let lo = self.runs.partition_point(|&(_, e)| e < a);

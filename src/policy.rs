@@ -197,8 +197,10 @@ pub struct Rank {
     /// The rest of the quota: local while no SOS is open, else the tail as
     /// last read from the SOS record (helpers may have taken from it since).
     tail: IdSet,
-    /// Sequence number of the open SOS, if any.
-    sos: Option<u64>,
+    /// The open SOS, as listed in the index, if any.
+    sos: Option<OpenEntry>,
+    /// Reads of the open index in a row that found a write midway.
+    torn_reads: u32,
     /// Last sequence number used.
     last_seq: u64,
     /// AID records of the open SOS already accounted.
@@ -233,6 +235,7 @@ impl Rank {
             lease,
             tail: IdSet::new(),
             sos: None,
+            torn_reads: 0,
             last_seq: 0,
             seen_aids: 0,
             board_broken: false,
@@ -275,6 +278,12 @@ impl Rank {
     /// The events since the last call, for the monitor log.
     pub fn drain_events(&mut self) -> std::vec::Drain<'_, Event> {
         self.events.drain(..)
+    }
+
+    /// True when events wait to be drained.
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
     }
 
     /// The rank's figures.
@@ -400,7 +409,7 @@ impl Rank {
             return Ok(());
         }
         let late = tau - self.horizon >= self.params.late_threshold;
-        match (late, self.sos) {
+        match (late, self.sos.as_ref().map(|e| e.seq)) {
             (true, None) => self.post(now, v, tau, board),
             (true, Some(seq)) => self.refresh(seq, now, v, tau, board),
             (false, Some(seq)) => self.withdraw(seq, tau, board),
@@ -440,7 +449,13 @@ impl Rank {
             self.lease.extend(&tail);
             return self.recover(e, board);
         }
-        self.sos = Some(seq);
+        let entry = OpenEntry {
+            rank: me,
+            seq,
+            forecast: tau,
+            opened_at: now,
+        };
+        self.sos = Some(entry.clone());
         self.tail = tail.clone();
         self.seen_aids = 0;
         self.report.sos_posted += 1;
@@ -449,13 +464,8 @@ impl Rank {
             tail,
             forecast: tau,
         });
-        let entry = OpenEntry {
-            rank: me,
-            seq,
-            forecast: tau,
-            opened_at: now,
-        };
-        board.with_index(&mut |ix| ix.upsert(entry.clone()))
+        self.update_index(board, &mut |ix| ix.upsert(entry.clone()));
+        Ok(())
     }
 
     /// Lock the own SOS record, let `f` change its state, and account the
@@ -508,6 +518,12 @@ impl Rank {
         match r {
             Ok(Some(tail)) => {
                 self.tail = tail;
+                // Listed again if the index lost the entry (it was rebuilt).
+                if let (Some(entry), Ok(Some(index))) = (self.sos.clone(), board.read_index())
+                    && !index.entries.contains(&entry)
+                {
+                    self.update_index(board, &mut |ix| ix.upsert(entry.clone()));
+                }
                 Ok(())
             }
             Ok(None) => self.recover(self.lost_record(), board),
@@ -535,7 +551,8 @@ impl Rank {
                     reclaimed,
                     forecast: tau,
                 });
-                self.unlist(board)
+                self.unlist(board);
+                Ok(())
             }
             Ok(None) => self.recover(self.lost_record(), board),
             Err(e) => self.recover(e, board),
@@ -546,7 +563,7 @@ impl Rank {
     /// interval of work from the front of the tail; close the SOS when the
     /// tail is empty.
     fn extend_lease(&mut self, now: f64, board: &mut dyn Board) -> Result<()> {
-        let Some(seq) = self.sos else { return Ok(()) };
+        let Some(seq) = self.sos.as_ref().map(|e| e.seq) else { return Ok(()) };
         let n = self.lease_len();
         let r = self.with_own_sos(seq, board, |state| {
             let SosState::Open(p) = state else {
@@ -569,7 +586,7 @@ impl Rank {
                 if closed {
                     self.sos = None;
                     self.events.push(Event::SosClosed { seq });
-                    self.unlist(board)?;
+                    self.unlist(board);
                 }
                 Ok(())
             }
@@ -582,15 +599,27 @@ impl Rank {
         Error::Corrupt {
             path: format!("sos/{}.ron", self.me).into(),
             reason: format!(
-                "this rank's open SOS {:?} is no longer in its record",
-                self.sos
+                "this rank's open SOS (sequence {:?}) is no longer in its record",
+                self.sos.as_ref().map(|e| e.seq)
             ),
         }
     }
 
-    fn unlist(&mut self, board: &mut dyn Board) -> Result<()> {
+    fn unlist(&mut self, board: &mut dyn Board) {
         let me = self.me;
-        board.with_index(&mut |ix| ix.remove(me))
+        self.update_index(board, &mut |ix| ix.remove(me));
+    }
+
+    /// Change the open index. It is a hint for helpers: a failure is
+    /// reported, never fatal, and a corrupt index is rebuilt empty.
+    fn update_index(&mut self, board: &mut dyn Board, f: &mut dyn FnMut(&mut crate::board::OpenIndex)) {
+        if let Err(e) = board.with_index(f) {
+            let corrupt = matches!(e, Error::Corrupt { .. });
+            self.note_error(e, "the open index");
+            if corrupt && board.reset_index().is_ok() {
+                let _ = board.with_index(f);
+            }
+        }
     }
 
     /// The own SOS record could not be read or written. Nothing may be lost:
@@ -621,8 +650,7 @@ impl Rank {
                 error: format!("{e}; this rank stops asking for help"),
             });
         }
-        // The index is a hint: a failure to unlist only costs helpers a look.
-        let _ = self.unlist(board);
+        self.unlist(board);
         Ok(())
     }
 
@@ -637,11 +665,22 @@ impl Rank {
         let idle_since = *self.idle_since.get_or_insert(now);
         let mut wake = now + self.params.poll_interval;
         let index = match board.read_index() {
-            Ok(Some(index)) => index,
-            // A write caught midway: read again soon.
-            Ok(None) => return Ok(Some(now + 0.005)),
+            Ok(Some(index)) => {
+                self.torn_reads = 0;
+                index
+            }
+            // A write caught midway: read again soon. Many in a row are no
+            // passing write: look under the lock, which names a corrupt file.
+            Ok(None) => {
+                self.torn_reads += 1;
+                if self.torn_reads >= 20 {
+                    self.torn_reads = 0;
+                    self.update_index(board, &mut |_| {});
+                }
+                return Ok(Some(now + 0.005));
+            }
             Err(e) => {
-                self.note_foreign_error(e);
+                self.note_error(e, "the open index");
                 return Ok(Some(wake));
             }
         };
@@ -727,17 +766,17 @@ impl Rank {
                 None => Steal::Empty,
             },
             Err(e) => {
-                self.note_foreign_error(e);
+                self.note_error(e, &format!("the SOS of rank {owner}"));
                 Steal::Empty
             }
         }
     }
 
-    /// An error on another rank's record or the index: skip it, report it.
-    fn note_foreign_error(&mut self, e: Error) {
+    /// An error on another rank's record or the index: report it, go on.
+    fn note_error(&mut self, e: Error, what: &str) {
         self.report.errors += 1;
         self.events.push(Event::Recovered {
-            error: format!("{e} (skipped)"),
+            error: format!("{e} (skipped {what})"),
         });
     }
 }

@@ -32,13 +32,19 @@ pub enum Factor {
         /// Seconds between two draws.
         period: f64,
     },
-    /// `factor` for ranks `from_rank..` once `t ≥ at`, else 1.
+    /// `factor` for ranks `from_rank..to_rank` while `at ≤ t < until`, else 1.
     Step {
         /// When the step happens, seconds since the start.
         at: f64,
-        /// First rank affected; all higher ranks are too.
+        /// When it ends (default: never).
+        #[serde(default)]
+        until: Option<f64>,
+        /// First rank affected.
         from_rank: usize,
-        /// The speed factor after the step.
+        /// First rank not affected (default: none, all higher ranks are).
+        #[serde(default)]
+        to_rank: Option<usize>,
+        /// The speed factor during the step.
         factor: f64,
     },
 }
@@ -58,14 +64,14 @@ impl Factor {
             }
             Factor::Step {
                 at,
+                until,
                 from_rank,
+                to_rank,
                 factor,
             } => {
-                if i >= from_rank && t >= at {
-                    factor
-                } else {
-                    1.0
-                }
+                let rank_in = i >= from_rank && to_rank.is_none_or(|e| i < e);
+                let time_in = t >= at && until.is_none_or(|u| t < u);
+                if rank_in && time_in { factor } else { 1.0 }
             }
         }
     }
@@ -75,11 +81,11 @@ impl Factor {
         match *self {
             Factor::Classes(..) => f64::INFINITY,
             Factor::Fluctuate { period, .. } => ((t / period).floor() + 1.0) * period,
-            Factor::Step { at, .. } => {
+            Factor::Step { at, until, .. } => {
                 if t < at {
                     at
                 } else {
-                    f64::INFINITY
+                    until.filter(|&u| t < u).unwrap_or(f64::INFINITY)
                 }
             }
         }
@@ -207,6 +213,15 @@ mod tests {
         assert_eq!(h.speed(5, 0.0), 0.5);
         assert_eq!(h.speed(15, 0.0), 0.1);
         assert!((h.duration(15, 1.0) - 0.2).abs() < 1e-12);
+        let window = Factor::Step {
+            at: 1.0,
+            until: Some(2.0),
+            from_rank: 3,
+            to_rank: Some(4),
+            factor: 0.5,
+        };
+        assert_eq!((window.value(3, 1.5), window.value(3, 2.0), window.value(4, 1.5)), (0.5, 1.0, 1.0));
+        assert_eq!((window.next_change(0.0), window.next_change(1.0), window.next_change(2.0)), (1.0, 2.0, f64::INFINITY));
         let f = bundled("fluct16");
         let v = f.speed(0, 0.5);
         assert!((0.5..1.5).contains(&v));

@@ -36,6 +36,8 @@ pub struct Options {
     pub ranks_per_host: usize,
     /// Hosts per virtual site (0: one site).
     pub hosts_per_site: usize,
+    /// Destroy the SOS record of this rank at this time (a storage fault).
+    pub corrupt: Option<(f64, usize)>,
     /// Give up after this many events (a rank that never terminates).
     pub max_events: u64,
 }
@@ -48,6 +50,7 @@ impl Default for Options {
             busy_one_in: 0,
             ranks_per_host: 0,
             hosts_per_site: 0,
+            corrupt: None,
             max_events: 50_000_000,
         }
     }
@@ -102,6 +105,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     let mut events = vec![Vec::new(); p];
     let mut entered = vec![false; p];
     let mut rng = opts.seed;
+    let mut corrupt = opts.corrupt;
     for _ in 0..opts.max_events {
         // The earliest ready rank; ties broken at random (the interleaving).
         rng = splitmix64(rng);
@@ -138,6 +142,12 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 *s = State::Done(end);
             }
             continue;
+        }
+        if let Some((at, rank)) = corrupt
+            && now >= at
+        {
+            board.corrupt(rank);
+            corrupt = None;
         }
         let step = ranks[i].next(now, &mut board)?;
         events[i].extend(ranks[i].drain_events());

@@ -459,6 +459,15 @@ impl Board for FileBoard {
             .map(drop)
     }
 
+    fn reset_index(&mut self) -> Result<()> {
+        let path = self.index_path();
+        let text = format::encode(&OpenIndex::default());
+        let file = &self.index;
+        self.meter
+            .locked(file, &path, Access::Wait, |m| m.write(file, &path, &text, None))
+            .map(drop)
+    }
+
     fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()> {
         let path = self.index_path();
         self.meter

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Debug, Default)]
 struct Shared {
     sos: Vec<Sos>,
+    /// Records destroyed by [`MemoryBoard::corrupt`], not yet noticed.
+    corrupt: Vec<usize>,
     index: OpenIndex,
     /// State of the generator deciding which `Try` accesses find the lock busy.
     busy_state: u64,
@@ -47,6 +49,16 @@ impl MemoryBoard {
         self
     }
 
+    /// Destroy the SOS record of `rank`, as a storage fault would: its next
+    /// locked access fails with [`Error::Corrupt`] and its content is lost.
+    pub fn corrupt(&self, rank: usize) {
+        let mut shared = self.lock();
+        shared.corrupt.push(rank);
+        if let Some(s) = shared.sos.get_mut(rank) {
+            *s = Sos { rank, ..Sos::default() };
+        }
+    }
+
     /// A copy of the SOS record of `rank`.
     pub fn sos(&self, rank: usize) -> Sos {
         self.lock().sos[rank].clone()
@@ -72,6 +84,13 @@ impl Board for MemoryBoard {
                 return Ok(Locked::Busy);
             }
         }
+        if let Some(k) = shared.corrupt.iter().position(|&r| r == rank) {
+            shared.corrupt.swap_remove(k);
+            return Err(Error::Corrupt {
+                path: format!("memory/sos/{rank}.ron").into(),
+                reason: "destroyed by the test".into(),
+            });
+        }
         let sos = shared
             .sos
             .get_mut(rank)
@@ -81,9 +100,10 @@ impl Board for MemoryBoard {
     }
 
     fn reset_sos(&mut self, sos: &Sos) -> Result<()> {
-        let mut shared = self.lock();
+        let shared = &mut *self.lock();
         match shared.sos.get_mut(sos.rank) {
             Some(slot) => {
+                shared.corrupt.retain(|&r| r != sos.rank);
                 *slot = sos.clone();
                 Ok(())
             }
@@ -92,6 +112,11 @@ impl Board for MemoryBoard {
                 sos.rank
             ))),
         }
+    }
+
+    fn reset_index(&mut self) -> Result<()> {
+        self.lock().index = OpenIndex::default();
+        Ok(())
     }
 
     fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()> {

@@ -149,6 +149,11 @@ pub trait Board {
     /// the owner's recovery from a corrupt record.
     fn reset_sos(&mut self, sos: &Sos) -> Result<()>;
 
+    /// Overwrite the open index with an empty one under its lock without
+    /// reading it: the recovery from a corrupt index (owners of open SOS list
+    /// themselves again at their next refresh).
+    fn reset_index(&mut self) -> Result<()>;
+
     /// Run `f` on the open index under its lock and store the result.
     fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()>;
 
