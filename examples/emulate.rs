@@ -128,6 +128,7 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), String> {
     let root = world.process_at_rank(0);
     let count = computed.len() as i32;
     let per_check = quiet_ops as f64 / (quiet_time / check_interval).max(1.0);
+    let cpu = cpu_seconds();
     if me == 0 {
         let mut counts = vec![0i32; ranks];
         root.gather_into_root(&count, &mut counts[..]);
@@ -155,10 +156,12 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), String> {
             + outside;
         let mut per_checks = vec![0.0f64; ranks];
         root.gather_into_root(&per_check, &mut per_checks[..]);
+        let mut cpus = vec![0.0f64; ranks];
+        root.gather_into_root(&cpu, &mut cpus[..]);
         for (r, rep) in summary.ranks.iter().enumerate() {
             println!(
-                "rank: {r} computed={} true_speed={:.3} warmup_speed={:.3} planned={} taken={} given={} sos={} \
-                 file_ops_per_check_without_sos={:.3}",
+                "rank: {r} computed={} true_speed={:.3} warmup_speed={:.6} planned={} taken={} given={} sos={} \
+                 file_ops_per_check_without_sos={:.3} cpu_s={:.3}",
                 rep.computed,
                 scenario.speed(r, 0.0) / scenario.base,
                 rep.warmup_speed,
@@ -166,7 +169,8 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), String> {
                 rep.taken,
                 rep.given,
                 rep.sos_posted,
-                per_checks[r]
+                per_checks[r],
+                cpus[r]
             );
         }
         let ideal = scenario.ideal(ranks);
@@ -182,6 +186,16 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), String> {
         root.gather_into(&count);
         root.gather_varcount_into(&computed[..]);
         root.gather_into(&per_check);
+        root.gather_into(&cpu);
     }
     Ok(())
+}
+
+/// User and system CPU seconds of this process so far.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(u.ru_utime) + secs(u.ru_stime)
 }

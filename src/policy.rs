@@ -563,7 +563,9 @@ impl Rank {
     /// interval of work from the front of the tail; close the SOS when the
     /// tail is empty.
     fn extend_lease(&mut self, now: f64, board: &mut dyn Board) -> Result<()> {
-        let Some(seq) = self.sos.as_ref().map(|e| e.seq) else { return Ok(()) };
+        let Some(seq) = self.sos.as_ref().map(|e| e.seq) else {
+            return Ok(());
+        };
         let n = self.lease_len();
         let r = self.with_own_sos(seq, board, |state| {
             let SosState::Open(p) = state else {
@@ -612,7 +614,11 @@ impl Rank {
 
     /// Change the open index. It is a hint for helpers: a failure is
     /// reported, never fatal, and a corrupt index is rebuilt empty.
-    fn update_index(&mut self, board: &mut dyn Board, f: &mut dyn FnMut(&mut crate::board::OpenIndex)) {
+    fn update_index(
+        &mut self,
+        board: &mut dyn Board,
+        f: &mut dyn FnMut(&mut crate::board::OpenIndex),
+    ) {
         if let Err(e) = board.with_index(f) {
             let corrupt = matches!(e, Error::Corrupt { .. });
             self.note_error(e, "the open index");

@@ -117,7 +117,7 @@ impl Scenario {
         };
         let text = std::fs::read_to_string(path)
             .map_err(|e| origin(format!("cannot read the file: {e}"), String::new()))?;
-        let s: Scenario = ron::from_str(&text).map_err(|e| {
+        let s: Scenario = crate::config::ron_options().from_str(&text).map_err(|e| {
             origin(
                 e.code.to_string(),
                 format!(":{}:{}", e.span.start.line, e.span.start.col),
@@ -220,8 +220,22 @@ mod tests {
             to_rank: Some(4),
             factor: 0.5,
         };
-        assert_eq!((window.value(3, 1.5), window.value(3, 2.0), window.value(4, 1.5)), (0.5, 1.0, 1.0));
-        assert_eq!((window.next_change(0.0), window.next_change(1.0), window.next_change(2.0)), (1.0, 2.0, f64::INFINITY));
+        assert_eq!(
+            (
+                window.value(3, 1.5),
+                window.value(3, 2.0),
+                window.value(4, 1.5)
+            ),
+            (0.5, 1.0, 1.0)
+        );
+        assert_eq!(
+            (
+                window.next_change(0.0),
+                window.next_change(1.0),
+                window.next_change(2.0)
+            ),
+            (1.0, 2.0, f64::INFINITY)
+        );
         let f = bundled("fluct16");
         let v = f.speed(0, 0.5);
         assert!((0.5..1.5).contains(&v));

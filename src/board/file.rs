@@ -464,7 +464,9 @@ impl Board for FileBoard {
         let text = format::encode(&OpenIndex::default());
         let file = &self.index;
         self.meter
-            .locked(file, &path, Access::Wait, |m| m.write(file, &path, &text, None))
+            .locked(file, &path, Access::Wait, |m| {
+                m.write(file, &path, &text, None)
+            })
             .map(drop)
     }
 

@@ -55,7 +55,10 @@ impl MemoryBoard {
         let mut shared = self.lock();
         shared.corrupt.push(rank);
         if let Some(s) = shared.sos.get_mut(rank) {
-            *s = Sos { rank, ..Sos::default() };
+            *s = Sos {
+                rank,
+                ..Sos::default()
+            };
         }
     }
 

@@ -1,0 +1,292 @@
+//! MPI runs of the emulator (`examples/emulate.rs`) through the real library:
+//! MPI collectives, the file board on a directory, SOS/AID records. Every run
+//! checks the ids actually computed: each exactly once.
+
+mod common;
+
+use common::{example, field, mpirun, root, run, temp_dir};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// What one emulator run printed.
+struct Run {
+    result: String,
+    ranks: Vec<String>,
+    stderr: String,
+    job_dir: PathBuf,
+}
+
+impl Run {
+    fn rank(&self, r: usize, key: &str) -> f64 {
+        let line = &self.ranks[r];
+        field(line, key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {line}"))
+    }
+
+    fn result(&self, key: &str) -> f64 {
+        field(&self.result, key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {}", self.result))
+    }
+
+    /// The monitor log of rank `r`.
+    fn log(&self, r: usize) -> String {
+        let dir = self.job_dir.join("log");
+        let suffix = format!(".{r}.log");
+        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let path = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.to_string_lossy().ends_with(&suffix))
+            .unwrap_or_else(|| panic!("no log of rank {r} in {}", dir.display()));
+        std::fs::read_to_string(path).unwrap_or_default()
+    }
+
+    fn assert_exactly_once(&self, total: u64) {
+        assert_eq!(self.result("realisations") as u64, total, "{}", self.result);
+        assert_eq!(
+            self.result("missing"),
+            0.0,
+            "{}\n{}",
+            self.result,
+            self.stderr
+        );
+        assert_eq!(
+            self.result("duplicates"),
+            0.0,
+            "{}\n{}",
+            self.result,
+            self.stderr
+        );
+        let computed: f64 = (0..self.ranks.len())
+            .map(|r| self.rank(r, "computed"))
+            .sum();
+        assert_eq!(computed as u64, total);
+    }
+}
+
+fn scenario_path(name: &str) -> PathBuf {
+    root().join("tests/scenarios").join(format!("{name}.ron"))
+}
+
+fn ranks_of(path: &Path) -> usize {
+    soslb::scenario::Scenario::from_file(path)
+        .expect("a valid scenario")
+        .ranks
+}
+
+/// Run the emulator on a test scenario; the job directory is `<dir>/signals/job`.
+fn emulate(scenario: &str, mode: &str, env: &[(&str, &str)]) -> Run {
+    let dir = temp_dir(scenario);
+    let path = scenario_path(scenario);
+    let mut env = env.to_vec();
+    env.extend([("SOSLB_JOB_ID", "job"), ("SOSLB_WARMUP", "0.5")]);
+    let cmd = mpirun(
+        ranks_of(&path),
+        &example("emulate"),
+        &[path.to_str().unwrap(), mode],
+        &dir,
+        &env,
+    );
+    let (out, stdout, stderr) = run(cmd);
+    assert!(
+        out.status.success(),
+        "{scenario} {mode} failed:\n{stdout}\n{stderr}"
+    );
+    let result = stdout.lines().last().unwrap_or_default().to_string();
+    assert!(
+        result.starts_with("result:"),
+        "the last line is not the result:\n{stdout}"
+    );
+    let ranks = stdout
+        .lines()
+        .filter(|l| l.starts_with("rank:"))
+        .map(String::from)
+        .collect();
+    Run {
+        result,
+        ranks,
+        stderr,
+        job_dir: dir.join("signals/job"),
+    }
+}
+
+/// The helpers that took ids from `owner`, from its monitor log.
+fn helpers_of(run: &Run, owner: usize) -> Vec<usize> {
+    run.log(owner)
+        .lines()
+        .filter(|l| l.contains(" aid-received "))
+        .filter_map(|l| field(l, "helper")?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn the_plan_follows_the_measured_speeds_on_8_ranks() {
+    let run = emulate("speeds8", "warmup", &[]);
+    run.assert_exactly_once(1200);
+    let n = run.ranks.len();
+    let speeds: Vec<f64> = (0..n).map(|r| run.rank(r, "warmup_speed")).collect();
+    let planned: Vec<f64> = (0..n).map(|r| run.rank(r, "planned")).collect();
+    let (vsum, y): (f64, f64) = (speeds.iter().sum(), planned.iter().sum());
+    for r in 0..n {
+        let exact = y * speeds[r] / vsum;
+        assert!(
+            (planned[r] - exact).abs() <= 1.0,
+            "rank {r}: planned {} for {exact:.2}",
+            planned[r]
+        );
+        // The measured speed is the emulated one (sleeps are a little long).
+        let ratio = speeds[r] / run.rank(r, "true_speed");
+        assert!(
+            (0.85..=1.02).contains(&ratio),
+            "rank {r}: measured/true speed {ratio:.3}"
+        );
+    }
+}
+
+#[test]
+fn one_slow_rank() {
+    let run = emulate("slow1", "full", &[]);
+    run.assert_exactly_once(3000);
+}
+
+#[test]
+fn three_ranks_that_slow_down_after_the_warmup_get_help() {
+    let run = emulate("slow3", "full", &[]);
+    run.assert_exactly_once(3000);
+    for r in 13..16 {
+        assert!(
+            run.rank(r, "sos") > 0.0,
+            "rank {r} posted no SOS: {}",
+            run.ranks[r]
+        );
+    }
+    assert!((13..16).map(|r| run.rank(r, "given")).sum::<f64>() > 0.0);
+    // Helpers may call for help in turn: compare over all ranks.
+    let given: f64 = (0..16).map(|r| run.rank(r, "given")).sum();
+    let taken: f64 = (0..16).map(|r| run.rank(r, "taken")).sum();
+    assert_eq!(given, taken, "AID records account for every id taken");
+}
+
+#[test]
+fn a_rank_that_becomes_slow_mid_run_gets_help_and_waiting_ranks_sleep() {
+    let run = emulate("midrun", "full", &[]);
+    run.assert_exactly_once(4000);
+    let helpers = helpers_of(&run, 15);
+    assert!(!helpers.is_empty() && !helpers.contains(&15), "{helpers:?}");
+    // The AID records in the log add up to what the summary says was given.
+    let logged: f64 = run
+        .log(15)
+        .lines()
+        .filter(|l| l.contains(" aid-received "))
+        .filter_map(|l| field(l, "ids_len")?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(logged, run.rank(15, "given"));
+    // Ranks that wait do not spin: all 16 together use far less than the
+    // two cores over the run.
+    let cpu: f64 = (0..16).map(|r| run.rank(r, "cpu_s")).sum();
+    let makespan = run.result("makespan_s");
+    assert!(
+        cpu < 0.25 * 2.0 * makespan,
+        "16 ranks used {cpu:.2} s of CPU in {makespan:.2} s"
+    );
+}
+
+#[test]
+fn a_passing_slowdown_opens_an_sos_and_withdraws_it() {
+    let env = [
+        ("SOSLB_SPEED_WINDOW", "0.4"),
+        ("SOSLB_LATE_THRESHOLD", "0.5"),
+    ];
+    let run = emulate("blip", "full", &env);
+    run.assert_exactly_once(5000);
+    let log = run.log(15);
+    let posted = log.find(" sos-posted ").expect("rank 15 posted an SOS");
+    let withdrawn = log
+        .find(" sos-withdrawn ")
+        .expect("rank 15 withdrew its SOS");
+    assert!(posted < withdrawn);
+}
+
+#[test]
+fn fifteen_helpers_race_for_one_sos() {
+    let run = emulate("race15", "full", &[("SOSLB_HELP_POLICY", "Half")]);
+    run.assert_exactly_once(4000);
+    let distinct: BTreeSet<usize> = helpers_of(&run, 0).into_iter().collect();
+    assert!(distinct.len() >= 5, "only {distinct:?} helped rank 0");
+}
+
+#[test]
+fn slow_storage_keeps_every_id_once() {
+    let run = emulate("slow3", "full", &[("SOSLB_STORAGE_DELAY", "0.003")]);
+    run.assert_exactly_once(3000);
+    assert!(
+        (13..16).any(|r| run.rank(r, "given") > 0.0),
+        "no help crossed the slow storage"
+    );
+}
+
+#[test]
+fn a_stale_job_directory_is_refused_with_its_path() {
+    let dir = temp_dir("stale");
+    let path = scenario_path("speeds8");
+    let env = [("SOSLB_JOB_ID", "reused"), ("SOSLB_WARMUP", "0.2")];
+    let args = [path.to_str().unwrap(), "full"];
+    let (first, ..) = run(mpirun(8, &example("emulate"), &args, &dir, &env));
+    assert!(first.status.success());
+    let (second, stdout, stderr) = run(mpirun(8, &example("emulate"), &args, &dir, &env));
+    assert!(
+        !second.status.success(),
+        "a second job reused the directory:\n{stdout}"
+    );
+    let job_dir = dir.join("signals/reused");
+    assert!(stderr.contains(&job_dir.display().to_string()), "{stderr}");
+    assert!(!stdout.contains("result:"));
+}
+
+#[test]
+fn a_corrupted_sos_file_is_reported_with_its_path_and_nothing_is_lost() {
+    let dir = temp_dir("corrupt");
+    let path = scenario_path("midrun");
+    let env = [("SOSLB_JOB_ID", "job"), ("SOSLB_WARMUP", "0.5")];
+    let mut cmd = mpirun(
+        16,
+        &example("emulate"),
+        &[path.to_str().unwrap(), "full"],
+        &dir,
+        &env,
+    );
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    // Wait until rank 15's SOS is open, then destroy its file.
+    let job = dir.join("signals/job");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(job.join("open.ron"))
+        .unwrap_or_default()
+        .contains("rank:15")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rank 15 never opened an SOS"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let sos = job.join("sos/15.ron");
+    std::fs::write(&sos, "this is not an SOS record").unwrap();
+    let out = child.wait_with_output().expect("mpirun ends");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let result = stdout.lines().last().unwrap_or_default();
+    assert_eq!(field(result, "missing"), Some("0"), "{result}");
+    assert!(
+        stderr.contains(&sos.display().to_string()),
+        "the error does not name {}:\n{stderr}",
+        sos.display()
+    );
+}
