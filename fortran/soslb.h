@@ -60,7 +60,7 @@ int soslb_next(soslb *lb, int64_t *first, int64_t *count);
 
 /*
  * Add the `n` observables of one realisation to the final statistics. Every
- * call of a run passes the same n (at most 64). Sums are exact, so the
+ * call of a run passes the same n (at most 256). Sums are exact, so the
  * statistics do not depend on which rank computed which realisation.
  */
 int soslb_add(soslb *lb, const double *values, int64_t n);

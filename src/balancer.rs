@@ -96,6 +96,7 @@ impl Balancer {
             ));
         }
         let config = comm.agree(config.and_then(|c| {
+            c.validate("passed to soslb")?;
             if total == 0 {
                 return Err(Error::argument(
                     "total",

@@ -81,6 +81,11 @@ enum State {
     Done(f64),
 }
 
+/// The latest time `pick` finds among the ranks' states (0 if none).
+fn latest(state: &[State], pick: impl Fn(&State) -> Option<f64>) -> f64 {
+    state.iter().filter_map(pick).fold(0.0, f64::max)
+}
+
 /// Run `scenario` on `scenario.ranks` simulated ranks.
 pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<Outcome> {
     let p = scenario.ranks;
@@ -128,16 +133,13 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                     "ranks wait for termination that cannot come".into(),
                 ));
             }
-            let end = state
-                .iter()
-                .filter_map(|s| {
-                    if let State::Done(t) = s {
-                        Some(*t)
-                    } else {
-                        None
-                    }
-                })
-                .fold(0.0, f64::max);
+            let end = latest(&state, |s| {
+                if let State::Done(t) = s {
+                    Some(*t)
+                } else {
+                    None
+                }
+            });
             for s in state.iter_mut().filter(|s| matches!(s, State::Ready(_))) {
                 *s = State::Done(end);
             }
@@ -178,16 +180,13 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         if reports.iter().all(Option::is_some) {
             // The collective completes when the last rank enters it.
             let all: Vec<WarmupReport> = reports.iter_mut().filter_map(Option::take).collect();
-            let at = state
-                .iter()
-                .filter_map(|s| {
-                    if let State::Exchanging(t) = s {
-                        Some(*t)
-                    } else {
-                        None
-                    }
-                })
-                .fold(0.0, f64::max);
+            let at = latest(&state, |s| {
+                if let State::Exchanging(t) = s {
+                    Some(*t)
+                } else {
+                    None
+                }
+            });
             for (k, rank) in ranks.iter_mut().enumerate() {
                 rank.apply_plan(&all, at)?;
                 events[k].extend(rank.drain_events());
