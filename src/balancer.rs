@@ -123,11 +123,14 @@ impl Balancer {
             return Err(Error::argument("total/config", what));
         }
         let name = mpi::environment::processor_name().unwrap_or_else(|_| "unknown".into());
-        let topology = Topology::new(
+        let mut topology = Topology::new(
             comm.all_gather_strings(&name, 256),
             &config.hosts,
             &config.sites,
         );
+        if config.sites == config::Sites::Measure {
+            topology = measure_sites(&comm, topology);
+        }
         let job_id = comm.broadcast_string(&job_id(&config), 0);
         let job_dir = config.signal_dir.join(&job_id);
         let created = if me == 0 {
@@ -522,6 +525,34 @@ fn job_id(config: &Config) -> String {
         std::process::id(),
         nonce & 0xffff
     )
+}
+
+/// DESIGN §7: sites from round-trip times between ranks of different hosts,
+/// cut by the ratio-jump rule on each rank, reconciled over all ranks.
+fn measure_sites(comm: &Comm, topology: Topology) -> Topology {
+    let (me, n) = (comm.rank(), comm.size());
+    let other_host: Vec<bool> = (0..n)
+        .map(|r| topology.host(r) != topology.host(me))
+        .collect();
+    let near = crate::topology::near_group(&comm.ping_pong(&other_host), 1.6);
+    // Exchange the near groups as bit masks, one row per rank.
+    let words = n.div_ceil(64);
+    let mut mask = vec![0u64; words];
+    for r in near {
+        mask[r / 64] |= 1 << (r % 64);
+    }
+    let all = comm.all_gather(&mask);
+    let groups: Vec<Vec<usize>> = all
+        .chunks_exact(words)
+        .map(|row| {
+            (0..n)
+                .filter(|&r| row[r / 64] >> (r % 64) & 1 == 1)
+                .collect()
+        })
+        .collect();
+    let hosts: Vec<String> = (0..n).map(|r| topology.host(r).to_string()).collect();
+    let sites = crate::topology::measured_sites(&hosts, &groups);
+    topology.with_measured_sites(&sites)
 }
 
 /// DESIGN §6: prove that file locks reach from one rank to another (on

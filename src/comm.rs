@@ -155,6 +155,47 @@ impl Comm {
         String::from_utf8_lossy(&buf).into_owned()
     }
 
+    /// Round-trip times of 1 KiB ping-pongs from this rank to every rank on
+    /// another host (`on_other_host[r]`): 5 round trips, the first discarded,
+    /// the mean of the others. Pairs meet in the rounds of a round-robin
+    /// tournament, so every rank is busy with one partner at a time.
+    pub fn ping_pong(&self, on_other_host: &[bool]) -> Vec<(usize, f64)> {
+        let n = self.size + self.size % 2;
+        let mut buf = [0u8; 1024];
+        let mut times = Vec::new();
+        for round in 0..n - 1 {
+            // Circle method: n-1 is fixed, the others rotate.
+            let me = self.rank;
+            let partner = if me == n - 1 {
+                round
+            } else if me == round {
+                n - 1
+            } else {
+                (2 * round + n - 1 - me) % (n - 1)
+            };
+            if partner >= self.size || partner == me || !on_other_host[partner] {
+                continue;
+            }
+            let other = self.comm.process_at_rank(partner as i32);
+            let mut total = 0.0;
+            for k in 0..5 {
+                let t = std::time::Instant::now();
+                if me < partner {
+                    other.send(&buf[..]);
+                    other.receive_into(&mut buf[..]);
+                } else {
+                    other.receive_into(&mut buf[..]);
+                    other.send(&buf[..]);
+                }
+                if k > 0 {
+                    total += t.elapsed().as_secs_f64();
+                }
+            }
+            times.push((partner, total / 4.0));
+        }
+        times
+    }
+
     /// Elementwise sum over all ranks.
     pub fn sum(&self, words: &[i64]) -> Vec<i64> {
         let mut out = vec![0i64; words.len()];

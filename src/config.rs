@@ -66,6 +66,10 @@ pub enum Sites {
     Patterns(Vec<(String, String)>),
     /// Emulation: consecutive groups of `n` hosts form virtual sites.
     Virtual(usize),
+    /// Measured at init: 1 KiB ping-pongs between ranks of different hosts
+    /// (5 round trips, the first discarded), clustered by mLB's ratio-jump
+    /// rule with `D = 1.6`, reconciled over all ranks.
+    Measure,
 }
 
 /// Every setting of the library. See the field docs for defaults.

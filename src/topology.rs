@@ -12,7 +12,8 @@ pub struct Topology {
 
 impl Topology {
     /// The topology from the real host name of every rank and the config's
-    /// emulation or site patterns.
+    /// emulation or site patterns (`Sites::Measure` starts as one site: see
+    /// [`Topology::with_measured_sites`]).
     pub fn new(real_hosts: Vec<String>, hosts: &Hosts, sites: &Sites) -> Topology {
         let hosts: Vec<String> = match *hosts {
             Hosts::Real => real_hosts,
@@ -21,7 +22,7 @@ impl Topology {
                 .collect(),
         };
         let sites = match sites {
-            Sites::Single => vec!["site".to_string(); hosts.len()],
+            Sites::Single | Sites::Measure => vec!["site".to_string(); hosts.len()],
             Sites::Patterns(patterns) => hosts
                 .iter()
                 .map(|h| {
@@ -75,10 +76,59 @@ impl Topology {
         }
     }
 
+    /// Replace the sites by measured ones: `site_of[r]` numbers rank `r`'s
+    /// site (see [`measured_sites`]).
+    pub fn with_measured_sites(mut self, site_of: &[usize]) -> Topology {
+        self.sites = site_of.iter().map(|k| format!("msite{k}")).collect();
+        self
+    }
+
     /// The lowest rank on another host than `r`, if any.
     pub fn first_remote(&self, r: usize) -> Option<usize> {
         (0..self.ranks()).find(|&o| self.hosts[o] != self.hosts[r])
     }
+}
+
+/// mLB's ratio-jump rule: sort round-trip times to other ranks and cut at
+/// the first `t[s+1]/t[s] ≥ d`. Returns the ranks before the cut (all of
+/// them when there is no jump).
+pub fn near_group(times: &[(usize, f64)], d: f64) -> Vec<usize> {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let cut = sorted
+        .windows(2)
+        .position(|w| w[1].1 >= d * w[0].1)
+        .map_or(sorted.len(), |s| s + 1);
+    sorted[..cut].iter().map(|&(r, _)| r).collect()
+}
+
+/// Reconcile every rank's near group into sites: ranks `i` and `j` share a
+/// site when they are on the same host, or each is in the other's near group,
+/// or a chain of such pairs links them. Sites are numbered by their lowest rank.
+pub fn measured_sites(hosts: &[String], near: &[Vec<usize>]) -> Vec<usize> {
+    let n = hosts.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(p: &mut [usize], mut i: usize) -> usize {
+        while p[i] != i {
+            p[i] = p[p[i]];
+            i = p[i];
+        }
+        i
+    }
+    let mut join = |a: usize, b: usize| {
+        let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+        parent[ra.max(rb)] = ra.min(rb);
+    };
+    for i in 0..n {
+        for j in 0..n {
+            let mutual = near.get(i).is_some_and(|g| g.contains(&j))
+                && near.get(j).is_some_and(|g| g.contains(&i));
+            if i < j && (hosts[i] == hosts[j] || mutual) {
+                join(i, j);
+            }
+        }
+    }
+    (0..n).map(|i| root(&mut parent, i)).collect()
 }
 
 /// Match `text` against `pattern`, where `*` matches any run of characters
@@ -132,6 +182,28 @@ mod tests {
         assert_eq!(t.distance(0, 3), 2);
         assert_eq!(t.site(3), "b1");
         assert_eq!(t.first_remote(0), Some(2));
+    }
+
+    #[test]
+    fn the_ratio_jump_separates_near_from_far() {
+        let times = [(1, 40e-6), (2, 42e-6), (3, 2.1e-3), (4, 45e-6), (5, 2.0e-3)];
+        assert_eq!(near_group(&times, 1.6), vec![1, 2, 4]);
+        // No jump: everything is near.
+        assert_eq!(near_group(&[(1, 1.0), (2, 1.5)], 1.6), vec![1, 2]);
+        assert_eq!(near_group(&[], 1.6), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn near_groups_are_reconciled_into_sites() {
+        // Hosts a,a,b,c,d: a-b near each other, c-d near each other; rank 3
+        // sees 0 as near but not the reverse, which does not join them.
+        let hosts = names(&["a", "a", "b", "c", "d"]);
+        let near = vec![vec![2], vec![2], vec![0, 1], vec![4, 0], vec![3]];
+        assert_eq!(measured_sites(&hosts, &near), vec![0, 0, 0, 3, 3]);
+        let t = Topology::new(hosts, &Hosts::Real, &Sites::Single)
+            .with_measured_sites(&[0, 0, 0, 3, 3]);
+        assert_eq!(t.distance(0, 2), 1);
+        assert_eq!(t.distance(0, 3), 2);
     }
 
     #[test]

@@ -290,3 +290,27 @@ fn a_corrupted_sos_file_is_reported_with_its_path_and_nothing_is_lost() {
         sos.display()
     );
 }
+
+#[test]
+fn measured_sites_on_emulated_hosts() {
+    let env = [("SOSLB_HOSTS", "Virtual(2)"), ("SOSLB_SITES", "Measure")];
+    let run = emulate("speeds8", "full", &env);
+    run.assert_exactly_once(1200);
+    // Every rank measured and logged its host and site.
+    for r in 0..8 {
+        let log = run.log(r);
+        let init = log
+            .lines()
+            .find(|l| l.contains(" init "))
+            .expect("an init line");
+        assert_eq!(
+            field(init, "host"),
+            Some(format!("vhost{}", r / 2).as_str()),
+            "{init}"
+        );
+        assert!(
+            field(init, "site").is_some_and(|s| s.starts_with("msite")),
+            "{init}"
+        );
+    }
+}
