@@ -14,6 +14,16 @@ struct Run {
     ranks: Vec<String>,
     stderr: String,
     job_dir: PathBuf,
+    dir: PathBuf,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        // A failing test keeps its signal files and logs for inspection.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
 }
 
 impl Run {
@@ -108,6 +118,7 @@ fn emulate(scenario: &str, mode: &str, env: &[(&str, &str)]) -> Run {
         ranks,
         stderr,
         job_dir: dir.join("signals/job"),
+        dir,
     }
 }
 
@@ -242,6 +253,7 @@ fn a_stale_job_directory_is_refused_with_its_path() {
     let job_dir = dir.join("signals/reused");
     assert!(stderr.contains(&job_dir.display().to_string()), "{stderr}");
     assert!(!stdout.contains("result:"));
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -289,6 +301,7 @@ fn a_corrupted_sos_file_is_reported_with_its_path_and_nothing_is_lost() {
         "the error does not name {}:\n{stderr}",
         sos.display()
     );
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
