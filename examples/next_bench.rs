@@ -42,7 +42,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let elapsed = start.elapsed().as_secs_f64();
     lb.finish()?;
     batches.sort_by(f64::total_cmp);
-    let pick = |q: f64| batches.get(((batches.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(f64::NAN);
+    let pick = |q: f64| {
+        batches
+            .get(((batches.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
     println!(
         "next: rank {} calls={calls} batches={} median_ns_per_call={:.1} p10={:.1} p90={:.1} max={:.1} \
          file_ops={ops} file_ops_per_s={:.1}",

@@ -56,7 +56,7 @@
 !>       real(real64),     intent(in)             :: x  |  x(:)   ! 1 or size(x) observables
 !>       integer,          intent(out), optional  :: ierr
 !>       ! The observables of one realisation. Every call of a run passes the
-!>       ! same number of observables (at most 64). Sums are exact, so the
+!>       ! same number of observables (at most 256). Sums are exact, so the
 !>       ! statistics do not depend on which rank computed which realisation.
 !>
 !>    subroutine soslb_finalize(lb, ierr, mean, std_error)            collective

@@ -225,14 +225,18 @@ fn nearby_helpers_go_first_and_far_ones_come_when_needed() {
 fn a_destroyed_sos_record_loses_nothing() {
     let s = scenario(8, 3000, vec![1.0], None, Some((1.0, 7)));
     for at in [1.5, 2.0, 2.5, 3.0] {
-        let opts = Options { corrupt: Some((at, 7)), ..Options::default() };
+        let opts = Options {
+            corrupt: Some((at, 7)),
+            ..Options::default()
+        };
         let out = sim::simulate(&s, &params(Mode::Full, HelpPolicy::Balanced), &opts).unwrap();
         let missing = out.counts.iter().filter(|&&c| c == 0).count();
         assert_eq!(missing, 0, "corrupted at {at}");
         assert!(out.left.iter().all(|&l| l == 0));
-        let reported = out.events.iter().flatten().any(|e| {
-            matches!(e, Event::Recovered { error } if error.contains("memory/sos/7.ron"))
-        });
+        let reported =
+            out.events.iter().flatten().any(
+                |e| matches!(e, Event::Recovered { error } if error.contains("memory/sos/7.ron")),
+            );
         assert!(reported, "corrupted at {at}: the error was not reported");
     }
 }
