@@ -1,0 +1,89 @@
+!> errors: bad input to the soslb module gives its code and a message.
+!>
+!> Usage: errors case [config]. Rank 0 prints
+!>    case=<case> ierr=<code> message=<text>
+!>    ranks_with_code=<n> code_name=<SOSLB_ERR_* parameter equal to the code>
+!> and the program finalizes MPI cleanly. Cases: total0, negative,
+!> unknown-field, unreadable, bad-value (init with the config argument),
+!> one-rank, env-typo (init with a good total), after-finalize (soslb_next
+!> after a whole run), absent-ierr (total 0 without ierr: a fatal error).
+program errors
+   use, intrinsic :: iso_fortran_env, only: int64
+   use mpi
+   use soslb
+   implicit none
+
+   type(soslb_t) :: lb
+   character(len=64) :: name
+   character(len=4096) :: config
+   integer(int64) :: first, last
+   integer :: ierr, mpierr, rank, same
+
+   call MPI_Init(mpierr)
+   call MPI_Comm_rank(MPI_COMM_WORLD, rank, mpierr)
+   call get_command_argument(1, name)
+   config = ''
+   if (command_argument_count() >= 2) call get_command_argument(2, config)
+
+   select case (trim(name))
+   case ('total0')
+      call soslb_init(lb, MPI_COMM_WORLD, 0, ierr)
+   case ('negative')
+      call soslb_init(lb, MPI_COMM_WORLD, -5_int64, ierr)
+   case ('unknown-field', 'unreadable', 'bad-value')
+      call soslb_init(lb, MPI_COMM_WORLD, 100, ierr, config=config)
+   case ('one-rank', 'env-typo')
+      call soslb_init(lb, MPI_COMM_WORLD, 100, ierr)
+   case ('after-finalize')
+      call soslb_init(lb, MPI_COMM_WORLD, 100, ierr)
+      if (ierr /= SOSLB_OK) call report()
+      do while (soslb_next(lb, first, last, ierr))
+      end do
+      if (ierr /= SOSLB_OK) call report()
+      call soslb_finalize(lb, ierr)
+      if (ierr /= SOSLB_OK) call report()
+      if (soslb_next(lb, first, last, ierr)) ierr = -1   ! a chunk after finalize: wrong too
+   case ('absent-ierr')
+      call soslb_init(lb, MPI_COMM_WORLD, 0)
+      ierr = SOSLB_OK
+   case default
+      ierr = -2
+   end select
+   call report()
+
+contains
+
+   !> Print the outcome on rank 0 and end the program.
+   subroutine report()
+      integer :: code0
+      code0 = ierr
+      call MPI_Bcast(code0, 1, MPI_INTEGER, 0, MPI_COMM_WORLD, mpierr)
+      call MPI_Reduce(merge(1, 0, ierr == code0), same, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, mpierr)
+      if (rank == 0) then
+         write (*, '(a,i0,a)') 'case=' // trim(name) // ' ierr=', ierr, ' message=' // soslb_error_message()
+         write (*, '(a,i0,a)') 'ranks_with_code=', same, ' code_name=' // code_name(ierr)
+      end if
+      call MPI_Finalize(mpierr)
+      stop
+   end subroutine report
+
+   !> The name of the module's parameter equal to `code`.
+   function code_name(code) result(text)
+      integer, intent(in) :: code
+      character(len=:), allocatable :: text
+      select case (code)
+      case (SOSLB_OK); text = 'SOSLB_OK'
+      case (SOSLB_ERR_ARGUMENT); text = 'SOSLB_ERR_ARGUMENT'
+      case (SOSLB_ERR_CONFIG); text = 'SOSLB_ERR_CONFIG'
+      case (SOSLB_ERR_MPI); text = 'SOSLB_ERR_MPI'
+      case (SOSLB_ERR_IO); text = 'SOSLB_ERR_IO'
+      case (SOSLB_ERR_CORRUPT); text = 'SOSLB_ERR_CORRUPT'
+      case (SOSLB_ERR_STALE_JOB); text = 'SOSLB_ERR_STALE_JOB'
+      case (SOSLB_ERR_LOCKING); text = 'SOSLB_ERR_LOCKING'
+      case (SOSLB_ERR_STATE); text = 'SOSLB_ERR_STATE'
+      case (SOSLB_ERR_INTERNAL); text = 'SOSLB_ERR_INTERNAL'
+      case default; text = 'unknown'
+      end select
+   end function code_name
+
+end program errors
