@@ -30,14 +30,14 @@ extern "C" {
 
 /* Error codes. */
 #define SOSLB_OK 0
-#define SOSLB_ERR_ARGUMENT 1 /* a wrong argument: total <= 0, NULL pointer, one-rank communicator, ... */
+#define SOSLB_ERR_ARGUMENT 1 /* a wrong argument: total <= 0, a NULL handle (after finalize), one-rank communicator, ... */
 #define SOSLB_ERR_CONFIG 2   /* the configuration file or a SOSLB_* variable is wrong */
 #define SOSLB_ERR_MPI 3      /* MPI not initialised, or another rank failed */
 #define SOSLB_ERR_IO 4       /* a file operation on the signal directory failed */
 #define SOSLB_ERR_CORRUPT 5  /* a signal file does not hold what it should */
 #define SOSLB_ERR_STALE_JOB 6 /* the job directory holds files of an earlier job */
 #define SOSLB_ERR_LOCKING 7  /* file locks do not work on the signal directory */
-#define SOSLB_ERR_STATE 8    /* a call in the wrong state (after finalize, ...) */
+#define SOSLB_ERR_STATE 8    /* a call in the wrong state: finalize while ids are left, init on a live handle, ... */
 #define SOSLB_ERR_INTERNAL 9 /* a bug in soslb */
 
 /* An opaque balancer. */

@@ -65,8 +65,13 @@ pub fn mpirun(
     .current_dir(root())
     .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
     .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    .env("SOSLB_SIGNAL_DIR", dir.join("signals"))
-    .env_remove("SOSLB_CONFIG");
+    .env("SOSLB_SIGNAL_DIR", dir.join("signals"));
+    // The caller's SOSLB_* settings must not change the tests.
+    for (k, _) in
+        std::env::vars().filter(|(k, _)| k.starts_with("SOSLB_") && k != "SOSLB_SIGNAL_DIR")
+    {
+        c.env_remove(k);
+    }
     for (k, v) in env {
         c.env(k, v);
     }
