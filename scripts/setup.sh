@@ -7,7 +7,7 @@ cd "$ROOT"
 
 need=()
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
-command -v mpif90 >/dev/null 2>&1 || need+=(libopenmpi-dev gfortran)
+command -v mpif90 >/dev/null 2>&1 || need+=(libopenmpi-dev)
 command -v gfortran >/dev/null 2>&1 || need+=(gfortran)
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)

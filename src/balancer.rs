@@ -226,6 +226,7 @@ impl Balancer {
     /// The time between two calls is the chunk's computing time. A rank
     /// without work waits here (sleeping, never spinning) while it helps
     /// others, until every rank has run out of work.
+    #[allow(clippy::should_implement_trait)] // fallible and blocking: not an Iterator
     pub fn next(&mut self) -> Result<Option<Range<u64>>> {
         if self.finished {
             return Ok(None);

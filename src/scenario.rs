@@ -59,7 +59,7 @@ impl Factor {
             Factor::Fluctuate { seed, period } => {
                 let k = (t / period).floor() as u64;
                 let x =
-                    crate::splitmix64(seed ^ (i as u64).wrapping_mul(0x1_0000_0001B3) ^ (k << 32));
+                    crate::splitmix64(seed ^ (i as u64).wrapping_mul(0x0100_0000_01B3) ^ (k << 32));
                 0.5 + (x >> 11) as f64 * (-53f64).exp2()
             }
             Factor::Step {
