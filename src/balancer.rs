@@ -189,10 +189,8 @@ impl Balancer {
         );
         let mut warnings = Vec::new();
         if let Some(reason) = discovery.as_ref().and_then(Discovery::fallback_reason) {
-            warnings.push(format!(
-                "cannot watch {}: {reason}; polling",
-                board.index_path().display()
-            ));
+            eprintln!("soslb: warning: rank {me}: {reason}");
+            warnings.push(reason.to_string());
         }
         comm.quiet_barrier();
         let start = Instant::now();
