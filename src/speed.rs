@@ -70,13 +70,6 @@ impl Speed {
     pub fn get(&self) -> f64 {
         self.estimate
     }
-
-    /// Replace the estimate (a helper taking work before it ever measured).
-    pub fn seed(&mut self, v: f64) {
-        if self.estimate == 0.0 && v.is_finite() && v > 0.0 {
-            self.estimate = v;
-        }
-    }
 }
 
 /// The forecast finishing time `τ = now + remaining / v`; infinite when the
@@ -127,7 +120,5 @@ mod tests {
         assert_eq!(forecast(3.0, 10, 0.0), f64::INFINITY);
         assert_eq!(forecast(3.0, 0, 0.0), 3.0);
         assert_eq!(forecast(3.0, 10, 5.0), 5.0);
-        s.seed(4.0);
-        assert_eq!(s.get(), 4.0);
     }
 }

@@ -62,11 +62,6 @@ impl MemoryBoard {
         }
     }
 
-    /// A copy of the SOS record of `rank`.
-    pub fn sos(&self, rank: usize) -> Sos {
-        self.lock().sos[rank].clone()
-    }
-
     fn lock(&self) -> MutexGuard<'_, Shared> {
         // A panic in another test thread must not hide this one's result.
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
