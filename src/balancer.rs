@@ -32,9 +32,7 @@ pub struct Balancer {
     board: FileBoard,
     discovery: Option<Discovery>,
     monitor: Monitor,
-    topology: Topology,
     config: Config,
-    total: u64,
     start: Instant,
     /// `1 / emulate_speed - 1`: extra sleep per second of computing.
     stretch: f64,
@@ -195,14 +193,12 @@ impl Balancer {
         comm.quiet_barrier();
         let start = Instant::now();
         Ok(Balancer {
-            rank: Rank::new(me, total, Params::from(&config), topology.clone()),
+            rank: Rank::new(me, total, Params::from(&config), topology),
             comm,
             board,
             discovery,
             monitor,
-            topology,
             config,
-            total,
             start,
             stretch,
             handed_out: None,
@@ -429,7 +425,7 @@ impl Balancer {
             count: observables.count(),
             statistics: observables.statistics(),
             hosts: (0..self.comm.size())
-                .map(|r| self.topology.host(r).to_string())
+                .map(|r| self.rank.topology().host(r).to_string())
                 .collect(),
             ranks,
             job_dir: self.board.dir().to_path_buf(),
@@ -441,7 +437,7 @@ impl Balancer {
         );
         self.monitor.flush();
         if self.config.summary && self.comm.rank() == 0 {
-            print!("{}", summary.table(&self.config, self.total));
+            print!("{}", summary.table(&self.config, self.rank.total()));
         }
         if !unfinished.is_empty() {
             return Err(Error::State(format!(

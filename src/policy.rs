@@ -265,6 +265,16 @@ impl Rank {
         self.speed.get()
     }
 
+    /// The number of realisations of the run.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Hosts and sites of the ranks.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
     /// The horizon `T_e` (infinite before the plan).
     pub fn horizon(&self) -> f64 {
         self.horizon
