@@ -70,14 +70,34 @@ fn main() -> ExitCode {
     let me = world.rank() as usize;
     match run(&world) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        // Every rank failed together: end normally, so that every rank's
+        // message gets out (an abort could kill a rank before it prints).
+        Err(Failure::AllRanks(e)) => {
+            eprintln!("emulate: rank {me}: {e}");
+            ExitCode::FAILURE
+        }
+        Err(Failure::ThisRank(e)) => {
             eprintln!("emulate: rank {me}: {e}");
             world.abort(2)
         }
     }
 }
 
-fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), String> {
+/// Why a run failed.
+enum Failure {
+    /// On every rank at once (soslb's init agrees on failure).
+    AllRanks(String),
+    /// On this rank: the others may wait for it, so the job is aborted.
+    ThisRank(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Self {
+        Failure::ThisRank(e)
+    }
+}
+
+fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Failure> {
     let me = world.rank() as usize;
     let ranks = world.size() as usize;
     let args = parse_args()?;
@@ -95,8 +115,8 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), String> {
     // The common start.
     world.barrier();
     let t0 = Instant::now();
-    let mut lb =
-        soslb::Balancer::new(world, scenario.realisations, config).map_err(|e| e.to_string())?;
+    let mut lb = soslb::Balancer::new(world, scenario.realisations, config)
+        .map_err(|e| Failure::AllRanks(e.to_string()))?;
     let mut computed: Vec<u64> = Vec::new();
     // File operations and time while computing with no SOS open.
     let (mut quiet_ops, mut quiet_time) = (0u64, 0.0f64);
