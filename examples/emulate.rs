@@ -10,9 +10,20 @@
 //! sleeps `base / s_i(t)`. `missing` and `duplicates` are counted from the ids
 //! the ranks really computed, gathered on rank 0 at the end.
 //!
-//! Usage (under mpirun): `emulate SCENARIO MODE [--config FILE] [--ranks-report]`
-//! where SCENARIO is a name of `examples/scenarios/` or the path of a scenario
-//! file, MODE is `static`, `warmup` or `full`. Any `SOSLB_*` variable applies.
+//! Usage (under mpirun): `emulate SCENARIO MODE [OPTIONS]` where SCENARIO is
+//! a name of `examples/scenarios/` or the path of a scenario file, MODE is
+//! `static`, `warmup` or `full`. Any `SOSLB_*` variable applies. Options:
+//!
+//! - `--config FILE`: the soslb config file;
+//! - `--loops N`: balance the scenario N times in a row (N init/finalize);
+//! - `--leave RANK:T`: rank RANK leaves its loop and calls finalize once the
+//!   job time reaches T seconds (`0`: before any `next`);
+//! - `--stop RANK:T`: rank RANK calls `stop` at job time T;
+//! - `--observables RANK:N`: rank RANK adds N observables per realisation
+//!   (the others 1).
+//!
+//! A run that ends with an error (on every rank, as soslb guarantees) still
+//! prints its result line, with `error=<code>`, and exits with status 1.
 
 use mpi::traits::*;
 use soslb::config::{Config, Mode};
@@ -25,11 +36,24 @@ struct Args {
     scenario: PathBuf,
     mode: Mode,
     config: Option<PathBuf>,
+    loops: usize,
+    leave: Option<(usize, f64)>,
+    stop: Option<(usize, f64)>,
+    observables: Option<(usize, usize)>,
+}
+
+/// `RANK:VALUE`.
+fn rank_and<T: std::str::FromStr>(arg: Option<String>, usage: &str) -> Result<(usize, T), String> {
+    let arg = arg.ok_or(usage)?;
+    let bad = || format!("{arg:?} is not RANK:VALUE; {usage}");
+    let (r, v) = arg.split_once(':').ok_or_else(bad)?;
+    Ok((r.parse().map_err(|_| bad())?, v.parse().map_err(|_| bad())?))
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
-    let usage = "usage: emulate SCENARIO static|warmup|full [--config FILE]";
+    let usage = "usage: emulate SCENARIO static|warmup|full [--config FILE] [--loops N] \
+                 [--leave RANK:T] [--stop RANK:T] [--observables RANK:N]";
     let name = it.next().ok_or(usage)?;
     let mode = match it.next().as_deref() {
         Some("static") => Mode::Static,
@@ -37,10 +61,19 @@ fn parse_args() -> Result<Args, String> {
         Some("full") => Mode::Full,
         other => return Err(format!("unknown mode {other:?}; {usage}")),
     };
-    let mut config = None;
+    let (mut config, mut loops, mut leave, mut stop, mut observables) = (None, 1, None, None, None);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--config" => config = Some(PathBuf::from(it.next().ok_or(usage)?)),
+            "--loops" => {
+                loops = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .ok_or(format!("--loops needs a number; {usage}"))?
+            }
+            "--leave" => leave = Some(rank_and(it.next(), usage)?),
+            "--stop" => stop = Some(rank_and(it.next(), usage)?),
+            "--observables" => observables = Some(rank_and(it.next(), usage)?),
             _ => return Err(format!("unknown argument {a:?}; {usage}")),
         }
     }
@@ -58,7 +91,19 @@ fn parse_args() -> Result<Args, String> {
         scenario,
         mode,
         config,
+        loops,
+        leave,
+        stop,
+        observables,
     })
+}
+
+/// One whole line on stderr (one `write`), so that ranks' lines never mix.
+fn say(line: String) {
+    use std::io::Write;
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("{line}\n").as_bytes());
 }
 
 fn main() -> ExitCode {
@@ -73,11 +118,11 @@ fn main() -> ExitCode {
         // Every rank failed together: end normally, so that every rank's
         // message gets out (an abort could kill a rank before it prints).
         Err(Failure::AllRanks(e)) => {
-            eprintln!("emulate: rank {me}: {e}");
+            say(format!("emulate: rank {me}: {e}"));
             ExitCode::FAILURE
         }
         Err(Failure::ThisRank(e)) => {
-            eprintln!("emulate: rank {me}: {e}");
+            say(format!("emulate: rank {me}: {e}"));
             world.abort(2)
         }
     }
@@ -103,27 +148,65 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Failure> {
     let args = parse_args()?;
     let scenario = Scenario::from_file(&args.scenario).map_err(|e| e.to_string())?;
     if ranks != scenario.ranks && me == 0 {
-        eprintln!(
+        say(format!(
             "emulate: warning: scenario {} is made for {} ranks, running on {ranks}",
             scenario.name, scenario.ranks
-        );
+        ));
     }
     let mut config = Config::load(args.config.as_deref()).map_err(|e| e.to_string())?;
     config.mode = args.mode;
+    let mut failed = None;
+    for _ in 0..args.loops {
+        if let Err(e) = run_once(world, &args, &scenario, config.clone()) {
+            failed = Some(e);
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// One balanced loop over the scenario: init, next..., finalize, result line.
+fn run_once(
+    world: &mpi::topology::SimpleCommunicator,
+    args: &Args,
+    scenario: &Scenario,
+    config: Config,
+) -> Result<(), Failure> {
+    let me = world.rank() as usize;
+    let ranks = world.size() as usize;
     let check_interval = config.check_interval;
+    let at = |opt: Option<(usize, f64)>| opt.filter(|&(r, _)| r == me).map(|(_, t)| t);
+    let (leave_at, stop_at) = (at(args.leave), at(args.stop));
+    let observables = match args.observables {
+        Some((r, n)) if r == me => n,
+        _ => 1,
+    };
 
     // The common start.
     world.barrier();
     let t0 = Instant::now();
+    let cpu0 = cpu_seconds();
     let mut lb = soslb::Balancer::new(world, scenario.realisations, config)
         .map_err(|e| Failure::AllRanks(e.to_string()))?;
     let mut computed: Vec<u64> = Vec::new();
+    let mut error: Option<soslb::Error> = None;
     // File operations and time while computing with no SOS open.
     let (mut quiet_ops, mut quiet_time) = (0u64, 0.0f64);
     loop {
-        let (ops0, t_call, quiet) = (lb.file_ops(), Instant::now(), !lb.sos_open());
-        let Some(ids) = lb.next().map_err(|e| e.to_string())? else {
+        let t = t0.elapsed().as_secs_f64();
+        if leave_at.is_some_and(|l| t >= l) {
             break;
+        }
+        if stop_at.is_some_and(|s| t >= s) {
+            lb.stop();
+        }
+        let (ops0, t_call, quiet) = (lb.file_ops(), Instant::now(), !lb.sos_open());
+        let ids = match lb.next() {
+            Ok(Some(ids)) => ids,
+            Ok(None) => break,
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
         };
         if quiet && !lb.sos_open() {
             quiet_ops += lb.file_ops() - ops0;
@@ -133,13 +216,22 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Failure> {
         for id in ids {
             let t = t0.elapsed().as_secs_f64();
             std::thread::sleep(Duration::from_secs_f64(scenario.duration(me, t)));
+            let x = (id as f64).sqrt();
+            lb.add(&vec![x; observables]).map_err(|e| e.to_string())?;
             computed.push(id);
         }
         if quiet {
             quiet_time += t_chunk.elapsed().as_secs_f64();
         }
     }
-    let summary = lb.finish().map_err(|e| e.to_string())?;
+    // Collective; after an error as well (every rank has the same verdict).
+    let summary = match lb.finish() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            error.get_or_insert(e);
+            None
+        }
+    };
     let end = t0.elapsed().as_secs_f64();
 
     // Makespan: to the last rank's return from finalize.
@@ -148,7 +240,7 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Failure> {
     let root = world.process_at_rank(0);
     let count = computed.len() as i32;
     let per_check = quiet_ops as f64 / (quiet_time / check_interval).max(1.0);
-    let cpu = cpu_seconds();
+    let cpu = cpu_seconds() - cpu0;
     if me == 0 {
         let mut counts = vec![0i32; ranks];
         root.gather_into_root(&count, &mut counts[..]);
@@ -178,10 +270,10 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Failure> {
         root.gather_into_root(&per_check, &mut per_checks[..]);
         let mut cpus = vec![0.0f64; ranks];
         root.gather_into_root(&cpu, &mut cpus[..]);
-        for (r, rep) in summary.ranks.iter().enumerate() {
+        for (r, rep) in summary.iter().flat_map(|s| s.ranks.iter()).enumerate() {
             println!(
                 "rank: {r} computed={} true_speed={:.3} warmup_speed={:.6} planned={} taken={} given={} sos={} \
-                 file_ops_per_check_without_sos={:.3} cpu_s={:.3}",
+                 file_ops_per_check_without_sos={:.3} cpu_run_s={:.3}",
                 rep.computed,
                 scenario.speed(r, 0.0) / scenario.base,
                 rep.warmup_speed,
@@ -196,11 +288,13 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Failure> {
         let ideal = scenario.ideal(ranks);
         println!(
             "result: scenario={} mode={} ranks={ranks} realisations={} missing={missing} duplicates={duplicates} \
-             makespan_s={makespan:.2} ideal_s={ideal:.2} efficiency={:.3}",
+             makespan_s={makespan:.2} ideal_s={ideal:.2} efficiency={:.3} count={} error={}",
             scenario.name,
             format!("{:?}", args.mode).to_lowercase(),
             scenario.realisations,
-            ideal / makespan
+            ideal / makespan,
+            summary.as_ref().map_or(0, |s| s.count),
+            error.as_ref().map_or(0, |e| e.code()),
         );
     } else {
         root.gather_into(&count);
@@ -208,7 +302,10 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Failure> {
         root.gather_into(&per_check);
         root.gather_into(&cpu);
     }
-    Ok(())
+    match error {
+        None => Ok(()),
+        Some(e) => Err(Failure::AllRanks(e.to_string())),
+    }
 }
 
 /// User and system CPU seconds of this process so far.

@@ -24,6 +24,7 @@
 !>       end do
 !>    end do
 !>    if (ierr /= SOSLB_OK) ...        ! soslb_next is .false. when done or on error
+!>                                     ! (an error on any rank is an error on every rank)
 !>    call soslb_finalize(lb, ierr, mean=mean, std_error=err)                ! collective
 !>
 !> The program calls MPI_Init before soslb_init and MPI_Finalize after
@@ -46,8 +47,9 @@
 !>       integer(int64),   intent(out)            :: first, last   ! compute ids first..last
 !>       integer,          intent(out), optional  :: ierr
 !>       ! .true.: a chunk first..last (first <= last) to compute;
-!>       ! .false.: this rank is done (ierr = 0) or an error happened (ierr /= 0);
-!>       !          first = 1 and last = 0 then, an empty range.
+!>       ! .false.: the job is over (ierr = 0: every id computed, or a rank called
+!>       !          soslb_stop) or failed (ierr /= 0, on every rank, with the
+!>       !          message "rank N failed: ..."); first = 1 and last = 0 then.
 !>       ! A rank without work of its own may wait inside soslb_next while it
 !>       ! helps slower ranks: keep calling it until it returns .false.
 !>
@@ -59,14 +61,25 @@
 !>       ! same number of observables (at most 256). Sums are exact, so the
 !>       ! statistics do not depend on which rank computed which realisation.
 !>
-!>    subroutine soslb_finalize(lb, ierr, mean, std_error)            collective
+!>    subroutine soslb_stop(lb, ierr)
+!>       type(soslb_t),    intent(inout)          :: lb
+!>       integer,          intent(out), optional  :: ierr
+!>       ! A user's stopping rule (e.g. the standard error is small enough):
+!>       ! soslb_next returns .false. on every rank soon (on this rank at its
+!>       ! next call); the statistics cover exactly the realisations added.
+!>
+!>    subroutine soslb_finalize(lb, ierr, mean, std_error, count)     collective
 !>       type(soslb_t),    intent(inout)          :: lb        ! null handle afterwards
 !>       integer,          intent(out), optional  :: ierr
-!>       real(real64),     intent(out), optional  :: mean(:), std_error(:)
-!>       ! The mean and the standard error of the mean of the first n
-!>       ! observables, n = size(mean) (or size(std_error) when only that one is
-!>       ! given); both arrays, when both are given, must have the same size.
-!>       ! Without them no statistics are returned.
+!>       real(real64),     intent(inout), optional :: mean(:), std_error(:)
+!>       integer(int64),   intent(inout), optional :: count  ! realisations added, all ranks
+!>       ! The mean and the standard error of the mean (sample variance with
+!>       ! n-1) of the first n observables, n = size(mean) (or size(std_error)
+!>       ! when only that one is given); both arrays, when both are given, must
+!>       ! have the same size. Without them no statistics are returned. On an
+!>       ! error the arguments are left untouched. Called while the rank still
+!>       ! owns realisations (before soslb_next returned .false., and without
+!>       ! soslb_stop), it is an error on every rank.
 !>
 !>    function soslb_error_message() result(msg)
 !>       character(len=:), allocatable :: msg
@@ -75,7 +88,7 @@
 !>    integer, parameter :: SOSLB_OK = 0, SOSLB_ERR_ARGUMENT = 1, SOSLB_ERR_CONFIG = 2,
 !>       SOSLB_ERR_MPI = 3, SOSLB_ERR_IO = 4, SOSLB_ERR_CORRUPT = 5,
 !>       SOSLB_ERR_STALE_JOB = 6, SOSLB_ERR_LOCKING = 7, SOSLB_ERR_STATE = 8,
-!>       SOSLB_ERR_INTERNAL = 9                  (the codes of soslb.h)
+!>       SOSLB_ERR_INTERNAL = 9, SOSLB_ERR_AUDIT = 10   (the codes of soslb.h)
 !>
 !> Errors
 !> ------
@@ -144,19 +157,20 @@ module soslb
    implicit none
    private
 
-   public :: soslb_init, soslb_next, soslb_add, soslb_finalize, soslb_error_message
+   public :: soslb_init, soslb_next, soslb_add, soslb_stop, soslb_finalize, soslb_error_message
 
    ! Error codes, as in soslb.h.
    integer, parameter, public :: SOSLB_OK = 0
-   integer, parameter, public :: SOSLB_ERR_ARGUMENT = 1   !! a wrong argument: total <= 0, one-rank communicator, ...
+   integer, parameter, public :: SOSLB_ERR_ARGUMENT = 1   !! a wrong argument: total <= 0, observable counts that differ, ...
    integer, parameter, public :: SOSLB_ERR_CONFIG = 2     !! the configuration file or a SOSLB_* variable is wrong
-   integer, parameter, public :: SOSLB_ERR_MPI = 3        !! MPI not initialised, or another rank failed
+   integer, parameter, public :: SOSLB_ERR_MPI = 3        !! MPI not initialised, or another rank failed at init
    integer, parameter, public :: SOSLB_ERR_IO = 4         !! a file operation on the signal directory failed
    integer, parameter, public :: SOSLB_ERR_CORRUPT = 5    !! a signal file does not hold what it should
    integer, parameter, public :: SOSLB_ERR_STALE_JOB = 6  !! the job directory holds files of an earlier job
    integer, parameter, public :: SOSLB_ERR_LOCKING = 7    !! file locks do not work on the signal directory
    integer, parameter, public :: SOSLB_ERR_STATE = 8      !! a call in the wrong state (after finalize, ...)
    integer, parameter, public :: SOSLB_ERR_INTERNAL = 9   !! a bug in soslb
+   integer, parameter, public :: SOSLB_ERR_AUDIT = 10     !! finalize found ids computed twice or never
 
    !> An opaque balancer: a handle to the library's state.
    type, public :: soslb_t
@@ -201,11 +215,18 @@ module soslb
          integer(c_int) :: code
       end function c_soslb_add
 
-      function c_soslb_finalize(lb, mean, std_error, n) bind(C, name='soslb_finalize') result(code)
+      function c_soslb_stop(lb) bind(C, name='soslb_stop') result(code)
+         import :: c_int, c_ptr
+         type(c_ptr), value :: lb
+         integer(c_int) :: code
+      end function c_soslb_stop
+
+      function c_soslb_finalize(lb, mean, std_error, n, count) bind(C, name='soslb_finalize') result(code)
          import :: c_int, c_int64_t, c_double, c_ptr
          type(c_ptr), intent(inout) :: lb                 ! soslb **
          real(c_double), intent(inout), optional :: mean(*), std_error(*)
          integer(c_int64_t), value :: n
+         integer(c_int64_t), intent(out), optional :: count
          integer(c_int) :: code
       end function c_soslb_finalize
 
@@ -314,11 +335,19 @@ contains
       call check(c_soslb_add(lb%handle, x, int(size(x), c_int64_t)), ierr)
    end subroutine add_array
 
-   subroutine soslb_finalize(lb, ierr, mean, std_error)
+   subroutine soslb_stop(lb, ierr)
       type(soslb_t), intent(inout) :: lb
       integer, intent(out), optional :: ierr
-      real(real64), intent(out), optional :: mean(:), std_error(:)
+      call check(c_soslb_stop(lb%handle), ierr)
+   end subroutine soslb_stop
+
+   subroutine soslb_finalize(lb, ierr, mean, std_error, count)
+      type(soslb_t), intent(inout) :: lb
+      integer, intent(out), optional :: ierr
+      real(real64), intent(inout), optional :: mean(:), std_error(:)
+      integer(int64), intent(inout), optional :: count
       real(c_double), allocatable :: m(:), e(:)
+      integer(c_int64_t) :: c_count
       integer(c_int) :: code
       integer :: n
       character(len=24) :: sizes
@@ -331,8 +360,6 @@ contains
                write (sizes, '(i0," and ",i0)') size(mean), size(std_error)
                call fail_local(SOSLB_ERR_ARGUMENT, 'soslb_finalize: mean and std_error have different sizes (' // &
                   trim(sizes) // '); the balancer is not finalised', ierr)
-               mean = ieee_value(1.0_real64, ieee_quiet_nan)
-               std_error = ieee_value(1.0_real64, ieee_quiet_nan)
                return
             end if
          end if
@@ -340,19 +367,21 @@ contains
          n = size(std_error)
       end if
 
+      ! The caller's arguments change only on success.
       if (n > 0) then
          ! Contiguous buffers for C, also when only one of the arrays is given.
          allocate (m(n), e(n))
          m = ieee_value(1.0_c_double, ieee_quiet_nan)
          e = m
-         code = c_soslb_finalize(lb%handle, m, e, int(n, c_int64_t))
-         if (present(mean)) mean = real(m, real64)
-         if (present(std_error)) std_error = real(e, real64)
+         code = c_soslb_finalize(lb%handle, m, e, int(n, c_int64_t), c_count)
+         if (code == SOSLB_OK .and. present(mean)) mean = real(m, real64)
+         if (code == SOSLB_OK .and. present(std_error)) std_error = real(e, real64)
       else
-         code = c_soslb_finalize(lb=lb%handle, n=0_c_int64_t)   ! NULL arrays
+         code = c_soslb_finalize(lb=lb%handle, n=0_c_int64_t, count=c_count)   ! NULL arrays
       end if
-      ! The library sets the handle to NULL when it has freed the balancer.
-      if (code == SOSLB_OK) lb%handle = c_null_ptr
+      if (code == SOSLB_OK .and. present(count)) count = int(c_count, int64)
+      ! The library has set the handle to NULL: the balancer is freed, also
+      ! after an error (finalize is collective and happens once).
       call check(code, ierr)
    end subroutine soslb_finalize
 

@@ -14,7 +14,7 @@
  *           double x = realisation(id);      // seeds its generator from id
  *           soslb_add(lb, &x, 1);
  *       }
- *   soslb_finalize(&lb, mean, std_error, 1);
+ *   soslb_finalize(&lb, mean, std_error, 1, NULL);
  *
  * The library never calls MPI_Init or MPI_Finalize and makes MPI calls only
  * from the thread that calls it.
@@ -30,15 +30,21 @@ extern "C" {
 
 /* Error codes. */
 #define SOSLB_OK 0
-#define SOSLB_ERR_ARGUMENT 1 /* a wrong argument: total <= 0, a NULL handle (after finalize), one-rank communicator, ... */
+#define SOSLB_ERR_ARGUMENT 1 /* a wrong argument: total <= 0, a NULL handle (after finalize), observable counts that differ, ... */
 #define SOSLB_ERR_CONFIG 2   /* the configuration file or a SOSLB_* variable is wrong */
-#define SOSLB_ERR_MPI 3      /* MPI not initialised, or another rank failed */
+#define SOSLB_ERR_MPI 3      /* MPI not initialised, or another rank failed at init */
 #define SOSLB_ERR_IO 4       /* a file operation on the signal directory failed */
 #define SOSLB_ERR_CORRUPT 5  /* a signal file does not hold what it should */
 #define SOSLB_ERR_STALE_JOB 6 /* the job directory holds files of an earlier job */
 #define SOSLB_ERR_LOCKING 7  /* file locks do not work on the signal directory */
 #define SOSLB_ERR_STATE 8    /* a call in the wrong state: finalize while ids are left, init on a live handle, ... */
 #define SOSLB_ERR_INTERNAL 9 /* a bug in soslb */
+#define SOSLB_ERR_AUDIT 10   /* finalize found ids computed twice or never */
+/*
+ * An error on one rank is an error on every rank: soslb_next (and
+ * soslb_finalize) then return the failed rank's code on every rank, with the
+ * message "rank N failed: <its message>". No rank is left waiting.
+ */
 
 /* An opaque balancer. */
 typedef struct soslb soslb;
@@ -52,11 +58,19 @@ typedef struct soslb soslb;
 int soslb_init(int32_t comm, int64_t total, const char *config, soslb **lb);
 
 /*
- * The next chunk: ids first .. first + count - 1. *count == 0 means this rank
- * is done (every rank has finished or is finishing what it took). A rank
- * without work may wait here while it helps others.
+ * The next chunk: ids first .. first + count - 1. *count == 0 means the job is
+ * over: every id was computed, or a rank called soslb_stop. A rank without
+ * work may wait here while it helps others.
  */
 int soslb_next(soslb *lb, int64_t *first, int64_t *count);
+
+/*
+ * End the loop early on every rank (a user's stopping rule, e.g. a small
+ * enough standard error): soslb_next reports the end on every rank soon, on
+ * this one at its next call; the statistics cover exactly the realisations
+ * added.
+ */
+int soslb_stop(soslb *lb);
 
 /*
  * Add the `n` observables of one realisation to the final statistics. Every
@@ -66,15 +80,20 @@ int soslb_next(soslb *lb, int64_t *first, int64_t *count);
 int soslb_add(soslb *lb, const double *values, int64_t n);
 
 /*
- * Collective. Writes the mean and the standard error of the mean of each of
- * the first `n` observables (n may be 0 and the arrays NULL), frees the
- * balancer and its duplicate communicator, and sets *lb to NULL.
+ * Collective. Writes the mean and the standard error of the mean (sample
+ * variance with n - 1) of each of the first `n` observables (n may be 0 and
+ * the arrays NULL) and, when `count` is not NULL, the number of realisations
+ * added over all ranks; frees the balancer and its duplicate communicator,
+ * and sets *lb to NULL. On an error nothing is written to the arrays.
+ * Called before soslb_next reported the end (and without soslb_stop), it is
+ * an error on every rank.
  */
-int soslb_finalize(soslb **lb, double *mean, double *std_error, int64_t n);
+int soslb_finalize(soslb **lb, double *mean, double *std_error, int64_t n, int64_t *count);
 
 /*
  * Copy the message of the last error of the calling thread into buf (NUL
- * terminated, truncated to len - 1 bytes). Returns the message's full length.
+ * terminated, truncated to len - 1 bytes); empty after a successful call.
+ * Returns the message's full length.
  */
 int64_t soslb_error_message(char *buf, int64_t len);
 

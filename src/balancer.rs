@@ -1,31 +1,47 @@
 //! [`Balancer`]: the MPI and file shell around the pure state machine
 //! ([`crate::policy::Rank`]). It reads the clock, makes the collectives,
-//! owns the file board, the discovery of SOS files and the monitor log.
+//! runs the termination waves ([`crate::verdict`]), owns the file board, the
+//! discovery of SOS files and the monitor log.
 
 use crate::board::file::{self, FileBoard, JobInfo};
 use crate::board::watch::Discovery;
-use crate::comm::{Comm, check_mpi};
+use crate::comm::{Comm, Wave, check_mpi};
 use crate::config::{self, Config, Mode};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, code};
 use crate::monitor::Monitor;
 use crate::plan::WarmupReport;
 use crate::policy::{Params, Rank, RankReport, Step};
 use crate::stats::{Observables, Statistic};
 use crate::topology::Topology;
-use mpi::request::Request;
+use crate::verdict::{Audit, Judge, Status, Verdict, Words};
 use mpi::traits::Communicator;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// How often a waiting rank tests the termination barrier.
-const TEST_INTERVAL: f64 = 0.005;
+/// How often a waiting rank tests the termination wave, seconds: from the
+/// first, doubling while the wave waits for others, up to the second.
+const TEST_INTERVAL: (f64, f64) = (0.002, 0.02);
+
+/// How often a busy rank tests the wave in flight, seconds. A non-blocking
+/// reduction advances only when its ranks call MPI, so this sets how fast a
+/// wave completes; joining a new wave waits for the next check.
+const BUSY_TEST_INTERVAL: f64 = 0.01;
+
+/// The `init`s of this process so far: each run gets its own directory.
+static RUNS: AtomicU64 = AtomicU64::new(0);
 
 /// Balances `total` realisations over the ranks of a communicator.
 ///
 /// Every rank calls [`Balancer::next`] in a loop and computes the ids it
 /// returns, then [`Balancer::finish`] (collective). See the crate
 /// documentation for an example.
+///
+/// The job ends with one verdict on every rank (DESIGN §5): all ids
+/// computed, a stop asked by any rank ([`Balancer::stop`]), or a failure on
+/// any rank, which every rank's `next` and `finish` then return as
+/// [`Error::Rank`]. No rank is left waiting.
 pub struct Balancer {
     comm: Comm,
     rank: Rank,
@@ -38,10 +54,32 @@ pub struct Balancer {
     stretch: f64,
     /// When the chunk being computed was handed out (for the stretch).
     handed_out: Option<Instant>,
-    barrier: Option<Request<'static, ()>>,
-    finished: bool,
     observables: Observables,
     warnings: Vec<String>,
+    end: Termination,
+}
+
+/// The shell's side of the termination: waves, this rank's failure or stop,
+/// and the verdict.
+struct Termination {
+    judge: Judge,
+    wave: Option<Wave>,
+    /// When a busy rank next joins a wave (at its checks).
+    next_wave: f64,
+    /// When a busy rank next tests the wave in flight.
+    next_test: f64,
+    /// The warm-up exchange is behind (or there is none). Waves start only
+    /// then, so that every rank makes the collectives in the same order.
+    exchanged: bool,
+    /// This rank's own failure (code, message), announced with the next wave.
+    failure: Option<(i32, String)>,
+    /// The program asked to stop.
+    stop: bool,
+    verdict: Option<Verdict>,
+    /// After [`Verdict::Failed`]: the failed rank, its code and message.
+    error: Option<(usize, i32, String)>,
+    /// Since when this rank waits for a wave, and when it warns next.
+    waiting: Option<(f64, f64)>,
 }
 
 /// What [`Balancer::finish`] returns on every rank.
@@ -55,10 +93,14 @@ pub struct Summary {
     pub ranks: Vec<RankReport>,
     /// Each rank's host.
     pub hosts: Vec<String>,
-    /// The job directory on the signal directory.
+    /// The run directory on the signal directory.
     pub job_dir: PathBuf,
-    /// Seconds from the common start to the end of the termination.
+    /// Seconds from the common start to the verdict.
     pub elapsed: f64,
+    /// How the job ended.
+    pub verdict: Verdict,
+    /// The ids computed over all ranks, against `0..total`.
+    pub audit: Audit,
 }
 
 impl Balancer {
@@ -86,14 +128,7 @@ impl Balancer {
     }
 
     fn start(comm: Comm, total: u64, config: Result<Config>) -> Result<Balancer> {
-        if comm.size() < 2 {
-            return Err(Error::argument(
-                "comm",
-                "the communicator has one rank: soslb balances work between ranks; run with \
-                 mpirun -np 2 or more (or loop over the ids yourself)",
-            ));
-        }
-        let config = comm.agree(config.and_then(|c| {
+        let mut config = comm.agree(config.and_then(|c| {
             c.validate("passed to soslb")?;
             if total == 0 {
                 return Err(Error::argument(
@@ -120,6 +155,10 @@ impl Balancer {
             };
             return Err(Error::argument("total/config", what));
         }
+        // One rank: a pass-through, every id in order, no signal files to share.
+        if comm.size() == 1 {
+            config.mode = Mode::Static;
+        }
         let name = mpi::environment::processor_name().unwrap_or_else(|_| "unknown".into());
         let mut topology = Topology::new(
             comm.all_gather_strings(&name, 256),
@@ -129,20 +168,20 @@ impl Balancer {
         if config.sites == config::Sites::Measure {
             topology = measure_sites(&comm, topology);
         }
-        let job_id = comm.broadcast_string(&job_id(&config), 0);
-        let job_dir = config.signal_dir.join(&job_id);
         let created = if me == 0 {
-            let info = JobInfo {
-                job_id: job_id.clone(),
-                total,
-                ranks: comm.size(),
-                start: chrono::Utc::now().to_rfc3339(),
-                config_digest: config.digest(),
-            };
-            file::create_job(&job_dir, &info)
+            create_run(&config, total, comm.size())
         } else {
-            Ok(())
+            Ok(PathBuf::new())
         };
+        let job_dir = PathBuf::from(
+            comm.broadcast_string(
+                &created
+                    .as_ref()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                0,
+            ),
+        );
         comm.agree(created)?;
         let joined = FileBoard::join(&job_dir, me, comm.size()).and_then(|board| {
             let monitor = if config.log {
@@ -187,13 +226,26 @@ impl Balancer {
         );
         let mut warnings = Vec::new();
         if let Some(reason) = discovery.as_ref().and_then(Discovery::fallback_reason) {
-            eprintln!("soslb: warning: rank {me}: {reason}");
+            crate::error::warn(me, reason);
             warnings.push(reason.to_string());
         }
         comm.quiet_barrier();
         let start = Instant::now();
+        let rank = Rank::new(me, total, Params::from(&config), topology);
+        let end = Termination {
+            judge: Judge::new(total, comm.size()),
+            wave: None,
+            next_wave: 0.0,
+            next_test: 0.0,
+            exchanged: !rank.in_warmup(),
+            failure: None,
+            stop: false,
+            verdict: None,
+            error: None,
+            waiting: None,
+        };
         Ok(Balancer {
-            rank: Rank::new(me, total, Params::from(&config), topology),
+            rank,
             comm,
             board,
             discovery,
@@ -202,10 +254,9 @@ impl Balancer {
             start,
             stretch,
             handed_out: None,
-            barrier: None,
-            finished: false,
             observables: Observables::new(),
             warnings,
+            end,
         })
     }
 
@@ -215,15 +266,21 @@ impl Balancer {
         self.start.elapsed().as_secs_f64()
     }
 
-    /// The next chunk of ids to compute, or `None` when this rank is done.
+    /// The next chunk of ids to compute, or `None` when the job is over
+    /// (every id computed, or a rank asked to stop).
     ///
     /// The time between two calls is the chunk's computing time. A rank
     /// without work waits here (sleeping, never spinning) while it helps
-    /// others, until every rank has run out of work.
+    /// others, until the job's verdict. An error on any rank is returned on
+    /// every rank as [`Error::Rank`], and again by later calls.
     #[allow(clippy::should_implement_trait)] // fallible and blocking: not an Iterator
     pub fn next(&mut self) -> Result<Option<Range<u64>>> {
-        if self.finished {
-            return Ok(None);
+        if self.end.verdict.is_some() {
+            return self.outcome();
+        }
+        if self.end.stop || self.end.failure.is_some() {
+            self.conclude();
+            return self.outcome();
         }
         if self.stretch > 0.0
             && let Some(t) = self.handed_out.take()
@@ -236,33 +293,201 @@ impl Balancer {
             if self.rank.has_events() {
                 self.log_events(now);
             }
-            match step? {
-                Step::Compute(ids) => {
+            match step {
+                Err(e) => return self.fail_and_conclude(e),
+                Ok(Step::Compute(ids)) => {
+                    if now >= self.end.next_test && self.wave_tick(now) {
+                        return self.outcome();
+                    }
                     if self.stretch > 0.0 {
                         self.handed_out = Some(Instant::now());
                     }
                     return Ok(Some(ids));
                 }
-                Step::Exchange(report) => {
-                    let all = self.exchange(&report);
-                    now = self.now();
-                    self.rank.apply_plan(&all, now)?;
-                }
-                Step::Idle { until } => {
-                    if self.wait_idle(until) {
-                        self.finished = true;
-                        let t = self.now();
-                        self.monitor.line(
-                            t,
-                            format_args!("done computed={}", self.rank.report().computed),
-                        );
-                        self.monitor.flush();
-                        return Ok(None);
+                Ok(Step::Exchange(report)) => {
+                    if let Err(e) = self.exchange(&report) {
+                        return self.fail_and_conclude(e);
                     }
-                    now = self.now();
+                    if self.end.verdict.is_some() {
+                        return self.outcome();
+                    }
+                }
+                Ok(Step::Idle { until }) => {
+                    if self.wait_idle(until) {
+                        return self.outcome();
+                    }
                 }
             }
+            now = self.now();
         }
+    }
+
+    /// Ask every rank to end the loop early (for example when the standard
+    /// error is small enough): every rank's [`Balancer::next`] reports the
+    /// end soon (this rank's at its next call), and the statistics cover
+    /// exactly the realisations added.
+    pub fn stop(&mut self) {
+        if !self.end.stop {
+            let t = self.now();
+            self.monitor.line(t, format_args!("stop asked"));
+        }
+        self.end.stop = true;
+    }
+
+    /// What `next` returns once there is a verdict.
+    fn outcome(&self) -> Result<Option<Range<u64>>> {
+        match &self.end.verdict {
+            Some(Verdict::Done | Verdict::Stopped) => Ok(None),
+            Some(Verdict::Failed { .. }) => {
+                let (rank, code, message) = self.end.error.clone().unwrap_or_default();
+                Err(Error::Rank {
+                    rank,
+                    code,
+                    message,
+                })
+            }
+            Some(Verdict::Lost { completed }) => Err(Error::Corrupt {
+                path: self.board.dir().to_path_buf(),
+                reason: format!(
+                    "the ranks computed {completed} of {} realisations and none owns any more: \
+                     ids were lost (a signal file destroyed or replaced during the run?); see \
+                     the monitor logs",
+                    self.rank.total()
+                ),
+            }),
+            None => Err(Error::Internal("no verdict yet".into())),
+        }
+    }
+
+    /// This rank failed with `e`: tell every rank, wait for the verdict.
+    fn fail_and_conclude(&mut self, e: Error) -> Result<Option<Range<u64>>> {
+        self.fail(e);
+        self.conclude();
+        self.outcome()
+    }
+
+    /// Record this rank's failure (the first one counts); the next wave
+    /// announces it.
+    fn fail(&mut self, e: Error) {
+        let t = self.now();
+        self.monitor
+            .line(t, format_args!("failed code={} {e}", e.code()));
+        self.monitor.flush();
+        self.end.failure.get_or_insert((e.code(), e.to_string()));
+    }
+
+    /// Take part in the termination until there is a verdict: the warm-up
+    /// exchange if it is still ahead, then waves.
+    fn conclude(&mut self) {
+        if !self.end.exchanged {
+            let report = self.rank.warmup_report();
+            if let Err(e) = self.exchange(&report) {
+                self.fail(e);
+            }
+        }
+        let mut pause = TEST_INTERVAL.0;
+        while !self.wave_tick(self.now()) {
+            std::thread::sleep(Duration::from_secs_f64(pause));
+            pause = (2.0 * pause).min(TEST_INTERVAL.1);
+        }
+    }
+
+    /// This rank's contribution to a wave.
+    fn status(&self) -> Status {
+        Status {
+            completed: self.rank.audit().count,
+            busy: self.rank.owns_work(),
+            failed: self.end.failure.is_some(),
+            stop: self.end.stop,
+        }
+    }
+
+    /// Test the wave in flight; join a new one when none is in flight (a
+    /// busy rank only at its checks). True once there is a verdict.
+    fn wave_tick(&mut self, now: f64) -> bool {
+        if self.end.verdict.is_some() {
+            return true;
+        }
+        if !self.end.exchanged {
+            return false;
+        }
+        self.end.next_test = now + BUSY_TEST_INTERVAL;
+        if let Some(wave) = &mut self.end.wave {
+            let Some(words) = wave.test() else {
+                self.warn_stall(now);
+                return false;
+            };
+            let verdict = self.end.judge.judge(words);
+            self.end.wave = None;
+            self.end.waiting = None;
+            if let Some(v) = verdict {
+                self.conclude_with(v);
+                return true;
+            }
+        }
+        let status = self.status();
+        if status.busy && now < self.end.next_wave {
+            return false;
+        }
+        self.end.next_wave = now + self.config.check_interval;
+        let words = Words::of(&status, self.comm.rank(), self.comm.size());
+        self.end.wave = Some(self.comm.start_wave(words));
+        false
+    }
+
+    /// Every rank has the verdict `v`; after a failure, the failed rank's
+    /// code and message reach every rank.
+    fn conclude_with(&mut self, v: Verdict) {
+        if let Verdict::Failed { first, .. } = &v {
+            let (code, message) = self
+                .end
+                .failure
+                .clone()
+                .unwrap_or((code::INTERNAL, String::new()));
+            let (code, message) = self.comm.broadcast_message(code, &message, *first);
+            self.end.error = Some((*first, code, message));
+        }
+        let t = self.now();
+        self.monitor.line(
+            t,
+            format_args!("verdict {v:?} computed={}", self.rank.audit().count),
+        );
+        self.monitor.flush();
+        self.end.verdict = Some(v);
+    }
+
+    /// A wave waited for longer than `wait_warning`: say for whom, once, then
+    /// with a doubling back-off. One rank prints it (the lowest idle one);
+    /// every waiting rank logs it.
+    fn warn_stall(&mut self, now: f64) {
+        let (since, at) = *self
+            .end
+            .waiting
+            .get_or_insert((now, now + self.config.wait_warning));
+        if now < at {
+            return;
+        }
+        self.end.waiting = Some((since, now + (now - since)));
+        let busy = self.end.judge.busy();
+        let shown: Vec<String> = busy.iter().take(8).map(|r| r.to_string()).collect();
+        let who = match busy.len() {
+            0 => "the other ranks".to_string(),
+            n if n > 8 => format!("ranks {}, ... ({n} in all)", shown.join(", ")),
+            _ => format!("rank(s) {}", shown.join(", ")),
+        };
+        let text = format!(
+            "waited {:.0} s for {who}, which owned work at the last check, to call soslb_next \
+             or soslb_finalize (a realisation longer than that, or a rank that stopped calling)",
+            now - since
+        );
+        let me = self.comm.rank();
+        let printer = (0..self.comm.size()).find(|r| !busy.contains(r));
+        if printer == Some(me) {
+            crate::error::warn(me, &text);
+        }
+        self.monitor.line(now, format_args!("warning {text}"));
+        self.monitor.flush();
+        self.warnings.push(text);
     }
 
     /// Write the state machine's events to the monitor log and flush it.
@@ -270,7 +495,7 @@ impl Balancer {
     fn log_events(&mut self, now: f64) {
         for e in self.rank.drain_events() {
             if let crate::policy::Event::Recovered { error } = &e {
-                eprintln!("soslb: warning: rank {}: {error}", self.comm.rank());
+                crate::error::warn(self.comm.rank(), error);
                 self.warnings.push(error.clone());
             }
             self.monitor.event(now, &e);
@@ -278,36 +503,52 @@ impl Balancer {
         self.monitor.flush();
     }
 
-    /// Algorithm 1's collective: every rank's warm-up report.
-    fn exchange(&self, report: &WarmupReport) -> Vec<WarmupReport> {
+    /// Algorithm 1's collective: every rank's warm-up report and status.
+    /// A failed or stopping rank makes it a verdict; else the plan applies.
+    fn exchange(&mut self, report: &WarmupReport) -> Result<()> {
+        let status = self.status();
+        let mut words = report.to_words().to_vec();
+        words.push(status.failed as u64 | (status.stop as u64) << 1 | (status.busy as u64) << 2);
         // Sleep while the slowest rank finishes its warm-up, then gather.
         self.comm.quiet_barrier();
-        let words = self.comm.all_gather(&report.to_words());
-        words
-            .chunks_exact(4)
-            .map(|w| WarmupReport::from_words([w[0], w[1], w[2], w[3]]))
-            .collect()
+        let all = self.comm.all_gather(&words);
+        self.end.exchanged = true;
+        let ranks = self.comm.size();
+        let mut reduced = Words::zero(ranks);
+        let mut reports = Vec::with_capacity(ranks);
+        for (r, w) in all.chunks_exact(words.len()).enumerate() {
+            let report = WarmupReport::from_words([w[0], w[1], w[2], w[3]]);
+            let status = Status {
+                completed: report.done,
+                failed: w[4] & 1 != 0,
+                stop: w[4] & 2 != 0,
+                busy: w[4] & 4 != 0,
+            };
+            reduced.merge(&Words::of(&status, r, ranks));
+            reports.push(report);
+        }
+        if let Some(v) = self.end.judge.judge(&reduced) {
+            self.conclude_with(v);
+            return Ok(());
+        }
+        let now = self.now();
+        self.rank.apply_plan(&reports, now)
     }
 
-    /// Idle until `until`: enter the termination barrier, test it now and
-    /// then, and wake early when the open index changes. True when every
-    /// rank has run out of work.
+    /// Idle until `until`, waking early when the open index changes, while
+    /// taking part in the termination waves. True once there is a verdict.
     fn wait_idle(&mut self, until: f64) -> bool {
-        let barrier = self
-            .barrier
-            .take()
-            .unwrap_or_else(|| self.comm.start_barrier());
-        let mut barrier = match barrier.test() {
-            Ok(_) => return true,
-            Err(b) => b,
-        };
+        let mut test_every = TEST_INTERVAL.0;
         loop {
             let now = self.now();
+            if self.wave_tick(now) {
+                return true;
+            }
             if now >= until {
-                self.barrier = Some(barrier);
                 return false;
             }
-            let pause = Duration::from_secs_f64((until - now).min(TEST_INTERVAL));
+            let pause = Duration::from_secs_f64((until - now).min(test_every));
+            test_every = (2.0 * test_every).min(TEST_INTERVAL.1);
             let woken = match &mut self.discovery {
                 Some(d) => d.wait(pause),
                 None => {
@@ -315,19 +556,14 @@ impl Balancer {
                     false
                 }
             };
-            barrier = match barrier.test() {
-                Ok(_) => return true,
-                Err(b) => b,
-            };
             if woken {
-                self.barrier = Some(barrier);
                 return false;
             }
         }
     }
 
     /// Add the observables of one realisation to the final statistics
-    /// (every call passes the same number of values).
+    /// (every call, on every rank, passes the same number of values).
     pub fn add(&mut self, values: &[f64]) -> Result<()> {
         self.observables.add(values)
     }
@@ -342,7 +578,7 @@ impl Balancer {
         self.comm.rank()
     }
 
-    /// The job directory on the signal directory (logs, SOS files).
+    /// The run directory on the signal directory (logs, SOS files).
     pub fn job_dir(&self) -> &Path {
         self.board.dir()
     }
@@ -368,24 +604,23 @@ impl Balancer {
         &self.warnings
     }
 
-    /// End the run (collective): wait until every rank is done, reduce the
-    /// statistics, gather the ranks' figures, free the communicator.
+    /// End the run (collective): wait for the verdict, reduce the statistics,
+    /// gather the ranks' figures, audit the ids computed, remove the signal
+    /// files (unless `keep`), free the communicator.
     ///
-    /// Calling it before [`Balancer::next`] returned `None` is an error on
-    /// every rank (the ids not computed are named), after the collectives,
-    /// so that no rank is left waiting.
+    /// Calling it while this rank still owns ids (before [`Balancer::next`]
+    /// returned `None`, and without [`Balancer::stop`]) is a failure of this
+    /// rank that every rank reports. After a failure verdict the error is
+    /// returned again here, on every rank. Observable counts that differ
+    /// between ranks, and an audit that finds ids computed twice or not at
+    /// all, are errors on every rank too.
     pub fn finish(mut self) -> Result<Summary> {
-        let left = self.rank.remaining();
-        let barrier = self
-            .barrier
-            .take()
-            .unwrap_or_else(|| self.comm.start_barrier());
-        self.comm.finish_barrier(barrier);
+        if self.end.verdict.is_none() {
+            self.leave();
+        }
         let elapsed = self.now();
-        let n = self.comm.max(self.observables.len() as u64) as usize;
-        let summed = self.comm.sum(&self.observables.to_words(n));
-        let observables = Observables::from_words(n, &summed)?;
         let mine = self.rank.report();
+        let audit = self.rank.audit();
         let words = [
             mine.computed,
             mine.busy.to_bits(),
@@ -396,11 +631,15 @@ impl Balancer {
             mine.given,
             mine.sos_posted,
             mine.errors,
-            left,
+            self.observables.len() as u64,
+            self.observables.count(),
+            audit.sum,
+            audit.sum_sq,
         ];
         let all = self.comm.all_gather(&words);
-        let ranks: Vec<RankReport> = all
-            .chunks_exact(words.len())
+        let rows: Vec<&[u64]> = all.chunks_exact(words.len()).collect();
+        let ranks: Vec<RankReport> = rows
+            .iter()
             .enumerate()
             .map(|(rank, w)| RankReport {
                 rank,
@@ -415,12 +654,35 @@ impl Balancer {
                 errors: w[8],
             })
             .collect();
-        let unfinished: Vec<(usize, u64)> = all
-            .chunks_exact(words.len())
-            .map(|w| w[9])
-            .enumerate()
-            .filter(|&(_, l)| l > 0)
-            .collect();
+        let mut total_audit = Audit::default();
+        for w in &rows {
+            total_audit.merge(&Audit {
+                count: w[0],
+                sum: w[11],
+                sum_sq: w[12],
+            });
+        }
+        // The observables per realisation must agree between the ranks that added any.
+        let n = rows.iter().map(|w| w[9]).max().unwrap_or(0) as usize;
+        let mismatch = rows
+            .iter()
+            .position(|w| w[10] > 0 && w[9] as usize != n)
+            .map(|r| {
+                let other = rows.iter().position(|w| w[9] as usize == n).unwrap_or(0);
+                Error::argument(
+                    "values",
+                    format!(
+                        "rank {r} added {} observables per realisation and rank {other} added {n}: \
+                         every call of soslb_add on every rank must pass the same number",
+                        rows[r][9]
+                    ),
+                )
+            });
+        let observables = match mismatch {
+            None => Observables::from_words(n, &self.comm.sum(&self.observables.to_words(n)))?,
+            Some(_) => Observables::new(),
+        };
+        let verdict = self.end.verdict.clone().unwrap_or(Verdict::Done);
         let summary = Summary {
             count: observables.count(),
             statistics: observables.statistics(),
@@ -430,36 +692,165 @@ impl Balancer {
             ranks,
             job_dir: self.board.dir().to_path_buf(),
             elapsed,
+            verdict: verdict.clone(),
+            audit: total_audit,
         };
+        let total = self.rank.total();
+        let audit_error = summary.audit_problem(total);
         self.monitor.line(
             elapsed,
-            format_args!("finalize file_ops={}", self.board.ops()),
+            format_args!(
+                "finalize file_ops={} audit={}",
+                self.board.ops(),
+                audit_error.as_deref().unwrap_or("ok")
+            ),
         );
         self.monitor.flush();
         if self.config.summary && self.comm.rank() == 0 {
-            print!("{}", summary.table(&self.config, self.rank.total()));
+            print!("{}", summary.table(&self.config, total));
         }
-        if !unfinished.is_empty() {
-            return Err(Error::State(format!(
-                "finalize was called while ranks still owned ids (rank, ids): {unfinished:?}; \
-                 call next until it reports that the rank is done"
+        let result = match (self.outcome(), mismatch, audit_error) {
+            (Err(e), ..) => Err(e),
+            (_, Some(e), _) => Err(e),
+            (_, _, Some(a)) => Err(Error::Audit(a)),
+            _ => Ok(summary),
+        };
+        // The same decision on every rank: every term above is.
+        let clean = result.is_ok() && !self.config.keep;
+        let Balancer {
+            comm,
+            board,
+            discovery,
+            monitor,
+            config,
+            ..
+        } = self;
+        let job_dir = board.dir().to_path_buf();
+        // Close every descriptor (and the watcher) before the files go.
+        drop((board, discovery, monitor));
+        if clean {
+            comm.quiet_barrier();
+            if comm.rank() == 0 {
+                remove_signal_files(&job_dir, config.log);
+            }
+        }
+        result
+    }
+
+    /// `finish` before the verdict: a rank that still owns ids fails (unless
+    /// it asked to stop), then takes part in the termination.
+    fn leave(&mut self) {
+        if !self.end.stop && self.end.failure.is_none() && self.rank.owns_work() {
+            let owned = self.rank.owned();
+            let when = if self.end.exchanged {
+                ""
+            } else {
+                " during the warm-up"
+            };
+            self.fail(Error::State(format!(
+                "soslb_finalize was called{when} while this rank still owned {} realisations \
+                 (ids {owned}); call soslb_next until it reports the end, or soslb_stop to end early",
+                owned.len()
             )));
         }
-        Ok(summary)
+        self.conclude();
     }
 }
 
-impl Drop for Balancer {
-    fn drop(&mut self) {
-        // A termination barrier left unfinished (finish not called) cannot be
-        // completed alone; leaking the request is the only safe choice.
-        if let Some(req) = self.barrier.take() {
-            std::mem::forget(req);
+/// Rank 0 creates the run directory `<signal_dir>/<job id>.<run>` (the run:
+/// the number of this `init` in the process); when a directory of that name
+/// exists already (a requeued batch job, a reused `job_id`), the next free
+/// `<job id>.<run>.<k>`. Files of an earlier run are never read.
+fn create_run(config: &Config, total: u64, ranks: usize) -> Result<PathBuf> {
+    let base = format!(
+        "{}.{}",
+        job_id(config),
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut last = None;
+    for k in 0..1000 {
+        let name = match k {
+            0 => base.clone(),
+            _ => format!("{base}.{k}"),
+        };
+        let dir = config.signal_dir.join(&name);
+        let info = JobInfo {
+            job_id: name,
+            total,
+            ranks,
+            start: chrono::Utc::now().to_rfc3339(),
+            config_digest: config.digest(),
+        };
+        match file::create_job(&dir, &info) {
+            Ok(()) => return Ok(dir),
+            Err(e @ Error::StaleJob { .. }) => last = Some(e),
+            Err(e) => return Err(e),
         }
+    }
+    Err(last.unwrap_or_else(|| Error::Internal("no run directory tried".into())))
+}
+
+/// After a clean finalize: remove the signal files of the run, and the whole
+/// run directory when there are no monitor logs. A failure is a warning.
+fn remove_signal_files(job_dir: &Path, keep_logs: bool) {
+    let removed = if keep_logs {
+        ["sos"]
+            .iter()
+            .map(|d| std::fs::remove_dir_all(job_dir.join(d)))
+            .chain(
+                ["job.ron", "open.ron"]
+                    .iter()
+                    .map(|f| std::fs::remove_file(job_dir.join(f))),
+            )
+            .find(|r| r.is_err())
+            .unwrap_or(Ok(()))
+    } else {
+        std::fs::remove_dir_all(job_dir)
+    };
+    if let Err(e) = removed {
+        crate::error::warn(
+            0,
+            &format!(
+                "could not remove the signal files of {}: {e}",
+                job_dir.display()
+            ),
+        );
     }
 }
 
 impl Summary {
+    /// What the audit found wrong with the ids computed, if anything: with
+    /// [`Verdict::Done`] they must be `0..total`, each once; after a stop, at
+    /// most that many.
+    pub fn audit_problem(&self, total: u64) -> Option<String> {
+        let a = &self.audit;
+        let all = Audit::of_all(total);
+        let per_rank = || {
+            let counts: Vec<String> = self.ranks.iter().map(|r| r.computed.to_string()).collect();
+            format!("per rank: {}", counts.join(" "))
+        };
+        match self.verdict {
+            Verdict::Done if *a != all => Some(format!(
+                "the ranks computed {} realisations for a total of {total}, {}; {}",
+                a.count,
+                match a.count.cmp(&total) {
+                    std::cmp::Ordering::Greater => "so some ids were computed twice",
+                    std::cmp::Ordering::Less => "so some ids were never computed",
+                    std::cmp::Ordering::Equal => {
+                        "but not the ids 0..total each once: some twice, others never"
+                    }
+                },
+                per_rank()
+            )),
+            Verdict::Stopped if a.count > total => Some(format!(
+                "the ranks computed {} realisations for a total of {total}: some ids twice; {}",
+                a.count,
+                per_rank()
+            )),
+            _ => None,
+        }
+    }
+
     /// The per-rank table printed when the config says `summary: true`.
     pub fn table(&self, config: &Config, total: u64) -> String {
         let mut s = format!(
@@ -484,6 +875,17 @@ impl Summary {
                 r.sos_posted
             );
         }
+        s += &match (&self.verdict, self.audit_problem(total)) {
+            (_, Some(problem)) => format!("  audit: FAILED: {problem}\n"),
+            (Verdict::Done, None) => format!(
+                "  audit: {} realisations computed, ids 0..{total} each exactly once\n",
+                self.audit.count
+            ),
+            (v, None) => format!(
+                "  audit: {} of {total} realisations computed ({v:?})\n",
+                self.audit.count
+            ),
+        };
         let errors: u64 = self.ranks.iter().map(|r| r.errors).sum();
         if errors > 0 {
             s += &format!(

@@ -5,7 +5,10 @@
 //! a blocking call, so that waiting ranks leave the cores to working ones.
 
 use crate::error::{Error, Result};
+use crate::verdict::Words;
 use mpi::collective::SystemOperation;
+use mpi::ffi::MPI_Request;
+use mpi::raw::AsRaw;
 use mpi::request::Request;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -44,6 +47,61 @@ fn wait_quietly<'a, S: mpi::request::Scope<'a>>(mut req: Request<'a, (), S>, cap
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(cap);
+    }
+}
+
+/// Sleep between `MPI_Testall` calls on raw requests until all complete.
+fn wait_raw(reqs: &mut [MPI_Request], cap: Duration) {
+    let mut pause = Duration::from_micros(20);
+    while !test_raw(reqs) {
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(cap);
+    }
+}
+
+/// `MPI_Testall`: true when every request completed.
+fn test_raw(reqs: &mut [MPI_Request]) -> bool {
+    let mut flag = 0;
+    // SAFETY: `reqs` are valid requests (or MPI_REQUEST_NULL); statuses ignored.
+    unsafe {
+        mpi::ffi::MPI_Testall(
+            reqs.len() as i32,
+            reqs.as_mut_ptr(),
+            &mut flag,
+            mpi::ffi::RSMPI_STATUSES_IGNORE,
+        );
+    }
+    flag != 0
+}
+
+/// A termination wave in flight (DESIGN §5): a non-blocking `MPI_SUM` of
+/// [`Words::sums`] and `MPI_BOR` of [`Words::bits`] over all ranks.
+///
+/// The buffers live on the heap, owned here, until the reductions complete;
+/// a wave dropped unfinished leaks them, since MPI may still write there.
+pub struct Wave {
+    send: Box<Words>,
+    recv: Box<Words>,
+    reqs: [MPI_Request; 2],
+    complete: bool,
+}
+
+impl Wave {
+    /// The reduced words once every rank has joined, else `None`.
+    pub fn test(&mut self) -> Option<&Words> {
+        if !self.complete {
+            self.complete = test_raw(&mut self.reqs);
+        }
+        self.complete.then_some(&*self.recv)
+    }
+}
+
+impl Drop for Wave {
+    fn drop(&mut self) {
+        if !self.complete && !mpi::environment::is_finalized() {
+            std::mem::forget(std::mem::replace(&mut self.send, Box::new(Words::zero(0))));
+            std::mem::forget(std::mem::replace(&mut self.recv, Box::new(Words::zero(0))));
+        }
     }
 }
 
@@ -97,14 +155,75 @@ impl Comm {
         wait_quietly(self.comm.immediate_barrier(), Duration::from_millis(2));
     }
 
-    /// Start the termination barrier.
-    pub fn start_barrier(&self) -> Request<'static, ()> {
-        self.comm.immediate_barrier()
+    /// Join a new termination wave with this rank's `words` (the same
+    /// length on every rank).
+    pub fn start_wave(&self, words: Words) -> Wave {
+        let send = Box::new(words);
+        let mut recv = Box::new(Words::zero(self.size));
+        // SAFETY: MPI_REQUEST_NULL is a plain handle value.
+        let null = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
+        let mut reqs = [null; 2];
+        // SAFETY: the buffers are heap allocations owned by the returned Wave,
+        // which keeps them (or leaks them) until the requests complete.
+        unsafe {
+            mpi::ffi::MPI_Iallreduce(
+                send.sums.as_ptr().cast(),
+                recv.sums.as_mut_ptr().cast(),
+                send.sums.len() as i32,
+                mpi::ffi::RSMPI_UINT64_T,
+                mpi::ffi::RSMPI_SUM,
+                self.comm.as_raw(),
+                &mut reqs[0],
+            );
+            mpi::ffi::MPI_Iallreduce(
+                send.bits.as_ptr().cast(),
+                recv.bits.as_mut_ptr().cast(),
+                send.bits.len() as i32,
+                mpi::ffi::RSMPI_UINT64_T,
+                mpi::ffi::RSMPI_BOR,
+                self.comm.as_raw(),
+                &mut reqs[1],
+            );
+        }
+        Wave {
+            send,
+            recv,
+            reqs,
+            complete: false,
+        }
     }
 
-    /// Wait for a barrier started with [`Comm::start_barrier`].
-    pub fn finish_barrier(&self, req: Request<'static, ()>) {
-        wait_quietly(req, Duration::from_millis(5));
+    /// Rank `root`'s message (cut at 4 KiB) and a code, on every rank; the
+    /// waiting ranks sleep.
+    pub fn broadcast_message(&self, code: i32, message: &str, root: usize) -> (i32, String) {
+        const MAX: usize = 4096;
+        let mut buf = vec![0u8; MAX + 4];
+        buf[..4].copy_from_slice(&code.to_le_bytes());
+        let mut n = message.len().min(MAX);
+        while !message.is_char_boundary(n) {
+            n -= 1;
+        }
+        buf[4..4 + n].copy_from_slice(&message.as_bytes()[..n]);
+        // SAFETY: MPI_REQUEST_NULL is a plain handle value.
+        let mut req = [unsafe { mpi::ffi::RSMPI_REQUEST_NULL }];
+        // SAFETY: `buf` outlives the request, which is waited for here.
+        unsafe {
+            mpi::ffi::MPI_Ibcast(
+                buf.as_mut_ptr().cast(),
+                buf.len() as i32,
+                mpi::ffi::RSMPI_UINT8_T,
+                root as i32,
+                self.comm.as_raw(),
+                &mut req[0],
+            );
+        }
+        wait_raw(&mut req, Duration::from_millis(5));
+        let code = i32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        let end = buf[4..]
+            .iter()
+            .position(|&b| b == 0)
+            .map_or(buf.len(), |p| p + 4);
+        (code, String::from_utf8_lossy(&buf[4..end]).into_owned())
     }
 
     /// Every rank learns whether every rank succeeded. A rank that failed
@@ -201,14 +320,6 @@ impl Comm {
         let mut out = vec![0i64; words.len()];
         self.comm
             .all_reduce_into(words, &mut out[..], SystemOperation::sum());
-        out
-    }
-
-    /// Maximum over all ranks.
-    pub fn max(&self, word: u64) -> u64 {
-        let mut out = 0u64;
-        self.comm
-            .all_reduce_into(&word, &mut out, SystemOperation::max());
         out
     }
 }

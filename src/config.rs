@@ -123,6 +123,13 @@ pub struct Config {
     pub summary: bool,
     /// Testing: seconds of delay injected before every signal-file operation.
     pub storage_delay: f64,
+    /// Keep every file of the run directory after a clean finalize (default
+    /// false: the signal files are removed, the monitor logs kept).
+    pub keep: bool,
+    /// Seconds a rank waits for a lock or for other ranks before it prints a
+    /// warning naming the file or the ranks (default 10; repeated with a
+    /// doubling back-off).
+    pub wait_warning: f64,
 }
 
 impl Default for Config {
@@ -148,6 +155,8 @@ impl Default for Config {
             log: true,
             summary: false,
             storage_delay: 0.0,
+            keep: false,
+            wait_warning: 10.0,
         }
     }
 }
@@ -193,6 +202,8 @@ fields!(
     log,
     summary,
     storage_delay,
+    keep,
+    wait_warning,
 );
 
 pub(crate) fn ron_options() -> ron::Options {
@@ -297,6 +308,7 @@ impl Config {
             ("poll_interval", self.poll_interval, false),
             ("grace", self.grace, true),
             ("storage_delay", self.storage_delay, true),
+            ("wait_warning", self.wait_warning, false),
         ];
         for (field, v, zero_ok) in positive {
             if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {
@@ -412,7 +424,7 @@ mod tests {
         let c: Config = ron_options().from_str("()").unwrap();
         assert_eq!(c, Config::default());
         c.validate("test").unwrap();
-        assert_eq!(FIELDS.len(), 20);
+        assert_eq!(FIELDS.len(), 22);
     }
 
     #[test]

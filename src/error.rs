@@ -63,6 +63,28 @@ pub enum Error {
     /// A bug in soslb: a panic caught at the C boundary, or a broken invariant.
     #[error("internal error (please report): {0}")]
     Internal(String),
+    /// The job failed on a rank (maybe this one): every rank returns this
+    /// error, with the failed rank's code and message.
+    #[error("rank {rank} failed: {message}")]
+    Rank {
+        /// The (lowest) rank that failed.
+        rank: usize,
+        /// The code of its error.
+        code: i32,
+        /// Its error message.
+        message: String,
+    },
+    /// The audit at finalize found ids computed twice or not at all.
+    #[error("audit: {0}")]
+    Audit(String),
+}
+
+/// Print `soslb: warning: rank <rank>: <text>` on stderr as one whole line
+/// (one `write`), so that lines of ranks sharing a terminal never mix.
+pub(crate) fn warn(rank: usize, text: &str) {
+    use std::io::Write;
+    let line = format!("soslb: warning: rank {rank}: {text}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 /// A `Result` with [`Error`].
@@ -90,6 +112,8 @@ pub mod code {
     pub const STATE: i32 = 8;
     /// [`super::Error::Internal`].
     pub const INTERNAL: i32 = 9;
+    /// [`super::Error::Audit`].
+    pub const AUDIT: i32 = 10;
 }
 
 impl Error {
@@ -105,6 +129,8 @@ impl Error {
             Error::Locking { .. } => code::LOCKING,
             Error::State(_) => code::STATE,
             Error::Internal(_) => code::INTERNAL,
+            Error::Rank { code, .. } => *code,
+            Error::Audit(_) => code::AUDIT,
         }
     }
 

@@ -1,8 +1,8 @@
 //! The C ABI (`fortran/soslb.h`), under the Fortran module `fortran/soslb.f90`.
 //!
 //! Every function returns 0 or an error code ([`crate::error::code`]) and
-//! keeps the message for [`soslb_error_message`]. No panic crosses this
-//! boundary: each body runs under `catch_unwind`.
+//! keeps the message for [`soslb_error_message`] (a successful call clears
+//! it). No panic crosses this boundary: each body runs under `catch_unwind`.
 
 use crate::balancer::Balancer;
 use crate::error::{Error, Result, code};
@@ -21,7 +21,10 @@ pub struct Handle(Balancer);
 /// Run `f`, turning errors and panics into codes and messages.
 fn guard(f: impl FnOnce() -> Result<()>) -> c_int {
     let (code, message) = match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => return code::OK,
+        Ok(Ok(())) => {
+            LAST_ERROR.with(|m| m.borrow_mut().clear());
+            return code::OK;
+        }
         Ok(Err(e)) => (e.code(), e.to_string()),
         Err(panic) => {
             let what = panic
@@ -121,14 +124,28 @@ pub unsafe extern "C" fn soslb_add(lb: *mut Handle, values: *const f64, n: i64) 
 /// See `fortran/soslb.h`.
 ///
 /// # Safety
+/// `lb` comes from `soslb_init`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn soslb_stop(lb: *mut Handle) -> c_int {
+    guard(|| {
+        handle(lb)?.stop();
+        Ok(())
+    })
+}
+
+/// See `fortran/soslb.h`.
+///
+/// # Safety
 /// `lb` points to a handle from `soslb_init` (or NULL); `mean` and
-/// `std_error` point to `n` writable doubles when `n > 0`.
+/// `std_error` point to `n` writable doubles when `n > 0`; `count` is NULL
+/// or points to a writable `int64_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn soslb_finalize(
     lb: *mut *mut Handle,
     mean: *mut f64,
     std_error: *mut f64,
     n: i64,
+    count: *mut i64,
 ) -> c_int {
     guard(|| {
         let slot = out(lb, "lb")?;
@@ -141,9 +158,14 @@ pub unsafe extern "C" fn soslb_finalize(
         // SAFETY: the pointer came from Box::into_raw in soslb_init; the slot
         // is cleared so that it is freed once.
         let balancer = unsafe { Box::from_raw(std::mem::replace(slot, std::ptr::null_mut())) }.0;
-        // The collective comes first, so that a bad argument leaves no rank waiting.
+        // The collective comes first, so that a bad argument leaves no rank
+        // waiting; on an error the caller's arrays are left as they are.
         let summary = balancer.finish()?;
         let n = usize::try_from(n).map_err(|_| Error::argument("n", format!("{n} is negative")))?;
+        // SAFETY: NULL or a writable int64_t (the caller's contract).
+        if let Some(count) = unsafe { count.as_mut() } {
+            *count = summary.count as i64;
+        }
         if n > 0 {
             if mean.is_null() || std_error.is_null() {
                 return Err(Error::argument(

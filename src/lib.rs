@@ -72,6 +72,7 @@ pub mod sim;
 pub mod speed;
 pub mod stats;
 pub mod topology;
+pub mod verdict;
 
 pub use balancer::{Balancer, Summary};
 pub use config::Config;

@@ -132,10 +132,9 @@ impl Monitor {
     /// A log that cannot be written is dropped with one warning: it must
     /// not stop the computation.
     fn fail(&mut self, e: std::io::Error) {
-        eprintln!(
-            "soslb: warning: rank {}: monitor log {}: {e}; logging stops",
+        crate::error::warn(
             self.rank,
-            self.path.display()
+            &format!("monitor log {}: {e}; logging stops", self.path.display()),
         );
         self.out = None;
     }

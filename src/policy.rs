@@ -15,6 +15,7 @@ use crate::ids::IdSet;
 use crate::plan::{HelpPolicy, ShareInput, WarmupReport, initial_block, rescale, share};
 use crate::speed::{Speed, forecast};
 use crate::topology::Topology;
+use crate::verdict::Audit;
 use std::ops::Range;
 
 /// The numbers of the config the state machine uses.
@@ -176,6 +177,16 @@ enum Phase {
     Running,
 }
 
+/// What a locked look at the rank's own SOS record found.
+enum Own<T> {
+    /// The lock was held by a helper, and the rank had lease work to do.
+    Busy,
+    /// The record no longer holds this rank's open SOS: recover.
+    Lost,
+    /// The record's open SOS, and what the closure made of it.
+    Open(T),
+}
+
 /// Outcome of a steal, in crossbeam-deque's words.
 #[derive(Debug)]
 enum Steal {
@@ -212,6 +223,10 @@ pub struct Rank {
     next_check: f64,
     /// Since when the rank has had no work (a helper looking for an SOS).
     idle_since: Option<f64>,
+    /// Seconds to wait before trying a busy SOS lock again (doubles while busy).
+    busy_backoff: f64,
+    /// The ids computed, for the audit at finalize.
+    audit: Audit,
     /// The chunk being computed and when it was handed out.
     out: Option<(f64, Range<u64>)>,
     progress: IdSet,
@@ -239,6 +254,8 @@ impl Rank {
             last_seq: 0,
             seen_aids: 0,
             board_broken: false,
+            busy_backoff: 0.0,
+            audit: Audit::default(),
             speed: Speed::new(params.speed_window),
             horizon: f64::INFINITY,
             next_check: params.check_interval,
@@ -258,6 +275,32 @@ impl Rank {
     /// Ids this rank owns now (lease and tail as last seen).
     pub fn remaining(&self) -> u64 {
         self.lease.len() + self.tail.len()
+    }
+
+    /// True while the rank owns work: ids, a chunk handed out, an open SOS.
+    pub fn owns_work(&self) -> bool {
+        self.remaining() > 0 || self.out.is_some() || self.sos.is_some()
+    }
+
+    /// The ids owned now (lease, tail as last seen, the chunk handed out),
+    /// to name them in an error.
+    pub fn owned(&self) -> IdSet {
+        let mut ids = self.lease.clone();
+        ids.extend(&self.tail);
+        if let Some((_, chunk)) = &self.out {
+            ids.insert(chunk.clone());
+        }
+        ids
+    }
+
+    /// The ids computed so far, as an audit.
+    pub fn audit(&self) -> Audit {
+        self.audit
+    }
+
+    /// True until the warm-up exchange has happened (never in mode Static).
+    pub fn in_warmup(&self) -> bool {
+        self.phase != Phase::Running
     }
 
     /// The current speed estimate.
@@ -312,6 +355,7 @@ impl Rank {
     pub fn next(&mut self, now: f64, board: &mut dyn Board) -> Result<Step> {
         if let Some((t0, chunk)) = self.out.take() {
             self.speed.record(now - t0, chunk.end - chunk.start);
+            self.audit.add(chunk.clone());
             self.progress.insert(chunk);
         }
         match self.phase {
@@ -324,15 +368,7 @@ impl Rank {
                 if self.lease.is_empty()
                     || (now >= self.params.warmup && self.speed.done() > 0) =>
             {
-                self.phase = Phase::Exchanging;
-                self.speed.update();
-                let block = initial_block(self.total, self.topology.ranks(), self.me);
-                let tail = self.lease.ranges().next().unwrap_or(block.end..block.end);
-                return Ok(Step::Exchange(WarmupReport {
-                    done: self.speed.done(),
-                    speed: self.speed.get(),
-                    tail,
-                }));
+                return Ok(Step::Exchange(self.warmup_report()));
             }
             _ => {}
         }
@@ -358,6 +394,20 @@ impl Rank {
                 Some(until) => return Ok(Step::Idle { until }),
                 None => continue,
             }
+        }
+    }
+
+    /// End the warm-up: this rank's report for the exchange (also when the
+    /// rank leaves early; then its unfinished block is in the report).
+    pub fn warmup_report(&mut self) -> WarmupReport {
+        self.phase = Phase::Exchanging;
+        self.speed.update();
+        let block = initial_block(self.total, self.topology.ranks(), self.me);
+        let tail = self.lease.ranges().next().unwrap_or(block.end..block.end);
+        WarmupReport {
+            done: self.speed.done(),
+            speed: self.speed.get(),
+            tail,
         }
     }
 
@@ -446,7 +496,7 @@ impl Rank {
             tail: tail.clone(),
         };
         let me = self.me;
-        let written = board.with_sos(me, Access::Wait, &mut |s| {
+        let written = board.with_sos(me, self.own_access(), &mut |s| {
             *s = Sos {
                 rank: me,
                 seq,
@@ -455,9 +505,17 @@ impl Rank {
             }
         });
         self.last_seq = seq;
-        if let Err(e) = written {
-            self.lease.extend(&tail);
-            return self.recover(e, board);
+        match written {
+            Ok(Locked::Done) => {}
+            // A helper looks at the closed record: post at the next check.
+            Ok(Locked::Busy) => {
+                self.lease.extend(&tail);
+                return Ok(());
+            }
+            Err(e) => {
+                self.lease.extend(&tail);
+                return self.recover(e, board);
+            }
         }
         let entry = OpenEntry {
             rank: me,
@@ -478,31 +536,45 @@ impl Rank {
         Ok(())
     }
 
+    /// How the owner takes its own lock: it does not wait for a helper
+    /// while it has lease work left (it tries again at the next check).
+    fn own_access(&self) -> Access {
+        if self.lease.is_empty() {
+            Access::Wait
+        } else {
+            Access::Try
+        }
+    }
+
     /// Lock the own SOS record, let `f` change its state, and account the
     /// AID records that arrived. `f` answers `None` when the record is not an
-    /// open SOS; so does this function when the record is not this rank's
-    /// sequence `seq` any more (it was reset or overwritten): the caller recovers.
+    /// open SOS; then, or when the record is not this rank's sequence `seq`
+    /// any more (it was reset or overwritten), the answer is [`Own::Lost`]
+    /// and the caller recovers.
     fn with_own_sos<T>(
         &mut self,
         seq: u64,
         board: &mut dyn Board,
         mut f: impl FnMut(&mut SosState) -> Option<T>,
-    ) -> Result<Option<T>> {
+    ) -> Result<Own<T>> {
         let mut out = None;
         let mut new_aids = Vec::new();
         let seen = self.seen_aids;
-        board.with_sos(self.me, Access::Wait, &mut |s| {
+        let locked = board.with_sos(self.me, self.own_access(), &mut |s| {
             if s.seq == seq {
                 new_aids = s.aids.get(seen..).unwrap_or_default().to_vec();
                 out = f(&mut s.state);
             }
         })?;
+        if locked == Locked::Busy {
+            return Ok(Own::Busy);
+        }
         self.seen_aids += new_aids.len();
         for aid in new_aids {
             self.report.given += aid.ids.len();
             self.events.push(Event::AidReceived { seq, aid });
         }
-        Ok(out)
+        Ok(out.map_or(Own::Lost, Own::Open))
     }
 
     /// Write fresh figures into the open SOS and learn what helpers took.
@@ -526,7 +598,8 @@ impl Rank {
             Some(p.tail.clone())
         });
         match r {
-            Ok(Some(tail)) => {
+            Ok(Own::Busy) => Ok(()),
+            Ok(Own::Open(tail)) => {
                 self.tail = tail;
                 // Listed again if the index lost the entry (it was rebuilt).
                 if let (Some(entry), Ok(Some(index))) = (self.sos.clone(), board.read_index())
@@ -536,7 +609,7 @@ impl Rank {
                 }
                 Ok(())
             }
-            Ok(None) => self.recover(self.lost_record(), board),
+            Ok(Own::Lost) => self.recover(self.lost_record(), board),
             Err(e) => self.recover(e, board),
         }
     }
@@ -552,7 +625,8 @@ impl Rank {
             Some(reclaimed)
         });
         match r {
-            Ok(Some(reclaimed)) => {
+            Ok(Own::Busy) => Ok(()),
+            Ok(Own::Open(reclaimed)) => {
                 self.lease.extend(&reclaimed);
                 self.tail = IdSet::new();
                 self.sos = None;
@@ -564,7 +638,7 @@ impl Rank {
                 self.unlist(board);
                 Ok(())
             }
-            Ok(None) => self.recover(self.lost_record(), board),
+            Ok(Own::Lost) => self.recover(self.lost_record(), board),
             Err(e) => self.recover(e, board),
         }
     }
@@ -591,7 +665,9 @@ impl Rank {
             Some((ext, left))
         });
         match r {
-            Ok(Some((ext, left))) => {
+            // Not reached: with an empty lease the owner waits for its lock.
+            Ok(Own::Busy) => Ok(()),
+            Ok(Own::Open((ext, left))) => {
                 self.lease = ext;
                 let closed = left.is_empty();
                 self.tail = left;
@@ -602,7 +678,7 @@ impl Rank {
                 }
                 Ok(())
             }
-            Ok(None) => self.recover(self.lost_record(), board),
+            Ok(Own::Lost) => self.recover(self.lost_record(), board),
             Err(e) => self.recover(e, board),
         }
     }
@@ -716,6 +792,7 @@ impl Rank {
             }
             match self.steal(entry.rank, now, board) {
                 Steal::Success(seq, ids) => {
+                    self.busy_backoff = 0.0;
                     self.report.taken += ids.len();
                     self.events.push(Event::AidGiven {
                         owner: entry.rank,
@@ -730,8 +807,13 @@ impl Rank {
                 Steal::Empty => {}
             }
         }
+        // A busy lock is tried again after a back-off that doubles from 5 ms
+        // up to the poll interval, so waiting helpers stay off the cores.
         if busy {
-            wake = wake.min(now + 0.002);
+            self.busy_backoff = (2.0 * self.busy_backoff).clamp(0.005, self.params.poll_interval);
+            wake = wake.min(now + self.busy_backoff);
+        } else {
+            self.busy_backoff = 0.0;
         }
         Ok(Some(wake))
     }

@@ -391,13 +391,18 @@ fn error_bad_config_value() {
 }
 
 #[test]
-fn error_one_rank() {
-    let got = error_case("one-rank", 1, None, &[]);
-    assert_error(
-        got,
-        ARGUMENT,
-        &["communicator has one rank", "mpirun -np 2"],
-    );
+fn one_rank_is_a_pass_through() {
+    let dir = Scratch::new("one-rank");
+    let config = dir.file("one.ron", "(summary: true)");
+    let r = run_ok(1, "ids", &["500", &config], &dir, &[]);
+    let keys = ["total", "computed", "missing", "duplicates"];
+    let got: Vec<i64> = keys.iter().map(|k| r.value("ids: ", k)).collect();
+    assert_eq!(got, [500, 500, 0, 0], "{keys:?} in {r}");
+    r.assert_computed(1, 500);
+    // The same statistics as on several ranks.
+    let one = statistics(&run_ok(1, "slab", &["2000"], &dir, &[]));
+    let three = statistics(&run_ok(3, "slab", &["2000"], &dir, &[]));
+    assert_eq!(one, three);
 }
 
 #[test]

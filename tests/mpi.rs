@@ -85,7 +85,7 @@ fn ranks_of(path: &Path) -> usize {
         .ranks
 }
 
-/// Run the emulator on a test scenario; the job directory is `<dir>/signals/job`.
+/// Run the emulator on a test scenario; the run directory is `<dir>/signals/job.0`.
 fn emulate(scenario: &str, mode: &str, env: &[(&str, &str)]) -> Run {
     let dir = temp_dir(scenario);
     let path = scenario_path(scenario);
@@ -117,7 +117,7 @@ fn emulate(scenario: &str, mode: &str, env: &[(&str, &str)]) -> Run {
         result,
         ranks,
         stderr,
-        job_dir: dir.join("signals/job"),
+        job_dir: dir.join("signals/job.0"),
         dir,
     }
 }
@@ -195,7 +195,7 @@ fn a_rank_that_becomes_slow_mid_run_gets_help_and_waiting_ranks_sleep() {
     assert_eq!(logged, run.rank(15, "given"));
     // Ranks that wait do not spin: all 16 together use far less than the
     // two cores over the run.
-    let cpu: f64 = (0..16).map(|r| run.rank(r, "cpu_s")).sum();
+    let cpu: f64 = (0..16).map(|r| run.rank(r, "cpu_run_s")).sum();
     let makespan = run.result("makespan_s");
     assert!(
         cpu < 0.25 * 2.0 * makespan,
@@ -239,21 +239,27 @@ fn slow_storage_keeps_every_id_once() {
 }
 
 #[test]
-fn a_stale_job_directory_is_refused_with_its_path() {
-    let dir = temp_dir("stale");
+fn a_reused_job_id_gets_a_fresh_run_directory_and_the_old_one_is_untouched() {
+    let dir = temp_dir("reused");
     let path = scenario_path("speeds8");
     let env = [("SOSLB_JOB_ID", "reused"), ("SOSLB_WARMUP", "0.2")];
     let args = [path.to_str().unwrap(), "full"];
     let (first, ..) = run(mpirun(8, &example("emulate"), &args, &dir, &env));
     assert!(first.status.success());
+    let old_log = dir.join("signals/reused.0/log");
+    let before = std::fs::read_dir(&old_log).unwrap().count();
+    // A requeued batch job: the same id, the same run number.
     let (second, stdout, stderr) = run(mpirun(8, &example("emulate"), &args, &dir, &env));
-    assert!(
-        !second.status.success(),
-        "a second job reused the directory:\n{stdout}"
-    );
-    let job_dir = dir.join("signals/reused");
-    assert!(stderr.contains(&job_dir.display().to_string()), "{stderr}");
-    assert!(!stdout.contains("result:"));
+    assert!(second.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("missing=0 duplicates=0"), "{stdout}");
+    assert!(dir.join("signals/reused.0.1/log").is_dir());
+    assert_eq!(std::fs::read_dir(&old_log).unwrap().count(), before);
+    // A clean finalize removed the signal files and kept the logs.
+    for run in ["reused.0", "reused.0.1"] {
+        let d = dir.join("signals").join(run);
+        assert!(!d.join("sos").exists() && !d.join("open.ron").exists());
+        assert!(!d.join("job.ron").exists());
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -275,7 +281,7 @@ fn a_corrupted_sos_file_is_reported_with_its_path_and_nothing_is_lost() {
         .spawn()
         .expect("mpirun starts");
     // Wait until rank 15's SOS is open, then destroy its file.
-    let job = dir.join("signals/job");
+    let job = dir.join("signals/job.0");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !std::fs::read_to_string(job.join("open.ron"))
         .unwrap_or_default()
@@ -294,9 +300,17 @@ fn a_corrupted_sos_file_is_reported_with_its_path_and_nothing_is_lost() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // Nothing lost; ids computed twice are never silent: the audit at
+    // finalize makes them an error on every rank.
     let result = stdout.lines().last().unwrap_or_default();
     assert_eq!(field(result, "missing"), Some("0"), "{result}");
+    if field(result, "duplicates") != Some("0") {
+        assert!(!out.status.success(), "{stdout}\n{stderr}");
+        assert_eq!(field(result, "error"), Some("10"), "{result}");
+        assert!(stderr.contains("audit"), "{stderr}");
+    } else {
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+    }
     assert!(
         stderr.contains(&sos.display().to_string()),
         "the error does not name {}:\n{stderr}",

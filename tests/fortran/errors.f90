@@ -5,7 +5,7 @@
 !>    ranks_with_code=<n> code_name=<SOSLB_ERR_* parameter equal to the code>
 !> and the program finalizes MPI cleanly. Cases: total0, negative,
 !> unknown-field, unreadable, bad-value (init with the config argument),
-!> one-rank, env-typo (init with a good total), after-finalize (soslb_next
+!> env-typo (init with a good total), after-finalize (soslb_next
 !> after a whole run), absent-ierr (total 0 without ierr: a fatal error).
 program errors
    use, intrinsic :: iso_fortran_env, only: int64
@@ -32,7 +32,7 @@ program errors
       call soslb_init(lb, MPI_COMM_WORLD, -5_int64, ierr)
    case ('unknown-field', 'unreadable', 'bad-value')
       call soslb_init(lb, MPI_COMM_WORLD, 100, ierr, config=config)
-   case ('one-rank', 'env-typo')
+   case ('env-typo')
       call soslb_init(lb, MPI_COMM_WORLD, 100, ierr)
    case ('after-finalize')
       call soslb_init(lb, MPI_COMM_WORLD, 100, ierr)

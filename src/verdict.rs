@@ -1,0 +1,340 @@
+//! Termination with a verdict (DESIGN §5), the pure part.
+//!
+//! The job is over when all `Z` ids have been computed, when a rank asked to
+//! stop, or when any rank has failed; every rank learns the same verdict. The
+//! MPI shell runs *waves*: non-blocking reductions of every rank's [`Status`]
+//! (`MPI_SUM` over [`Words::sums`], `MPI_BOR` over [`Words::bits`]). Idle
+//! ranks start a new wave as soon as the previous one completes; busy ranks
+//! join at their checks. Every rank feeds the same reduced words to its
+//! [`Judge`], so every rank reaches the same verdict at the same wave.
+//!
+//! "Every rank was idle once" does not end the job: idle ranks keep serving
+//! SOS files (including the ones helpers post for ids they took) until the
+//! completed count reaches `Z`. If it never can (ids lost to a bug or a
+//! destroyed file), two waves in a row in which no rank owns work and the
+//! count did not move end the job with [`Verdict::Lost`] instead of a hang.
+
+/// One rank's contribution to a termination wave.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Realisations this rank has completed.
+    pub completed: u64,
+    /// The rank owns work: ids to compute, a chunk handed out, an open SOS.
+    pub busy: bool,
+    /// The rank failed (its message follows the verdict).
+    pub failed: bool,
+    /// The program asked to stop early (`soslb_stop`).
+    pub stop: bool,
+}
+
+/// The outcome of a job, the same on every rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// All ids were computed.
+    Done,
+    /// A rank asked to stop: the realisations completed are the result.
+    Stopped,
+    /// Ranks failed; `first` is the lowest of them, whose message every
+    /// rank reports.
+    Failed {
+        /// The lowest failed rank.
+        first: usize,
+        /// Every failed rank.
+        ranks: Vec<usize>,
+    },
+    /// No rank owns work, yet only `completed` of the ids were computed.
+    Lost {
+        /// Realisations completed over all ranks.
+        completed: u64,
+    },
+}
+
+/// The words of one wave: `sums` are added, `bits` are or-ed over the ranks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Words {
+    /// `[completed, stop requests]`.
+    pub sums: [u64; 2],
+    /// Bitmap of failed ranks, then bitmap of busy ranks, `⌈P/64⌉` words each.
+    pub bits: Vec<u64>,
+}
+
+impl Words {
+    /// Words of no rank (the identity of the reduction).
+    pub fn zero(ranks: usize) -> Words {
+        Words {
+            sums: [0; 2],
+            bits: vec![0; 2 * ranks.div_ceil(64)],
+        }
+    }
+
+    /// The contribution of rank `me` of `ranks`.
+    pub fn of(status: &Status, me: usize, ranks: usize) -> Words {
+        let mut w = Words::zero(ranks);
+        w.sums = [status.completed, status.stop as u64];
+        let half = ranks.div_ceil(64);
+        let bit = 1u64 << (me % 64);
+        if status.failed {
+            w.bits[me / 64] |= bit;
+        }
+        if status.busy {
+            w.bits[half + me / 64] |= bit;
+        }
+        w
+    }
+
+    /// Add the words of other ranks (the reduction, done locally).
+    pub fn merge(&mut self, other: &Words) {
+        for (a, b) in self.sums.iter_mut().zip(other.sums) {
+            *a = a.wrapping_add(b);
+        }
+        for (a, b) in self.bits.iter_mut().zip(&other.bits) {
+            *a |= b;
+        }
+    }
+}
+
+/// The ranks whose bit is set in `map`.
+fn ranks_in(map: &[u64], ranks: usize) -> Vec<usize> {
+    (0..ranks)
+        .filter(|&r| map.get(r / 64).is_some_and(|w| w >> (r % 64) & 1 == 1))
+        .collect()
+}
+
+/// Decides the verdict from the reduced words of successive waves.
+#[derive(Clone, Debug)]
+pub struct Judge {
+    total: u64,
+    ranks: usize,
+    /// The completed count of the last wave if no rank was busy in it.
+    idle_count: Option<u64>,
+    /// The ranks busy at the last wave.
+    busy: Vec<usize>,
+}
+
+impl Judge {
+    /// A judge of a job of `total` ids over `ranks` ranks.
+    pub fn new(total: u64, ranks: usize) -> Judge {
+        Judge {
+            total,
+            ranks,
+            idle_count: None,
+            busy: Vec::new(),
+        }
+    }
+
+    /// The verdict after a wave whose reduced words are `w`, if there is one.
+    /// Failure wins over a stop, a stop over completion.
+    pub fn judge(&mut self, w: &Words) -> Option<Verdict> {
+        let half = self.ranks.div_ceil(64);
+        let failed = ranks_in(&w.bits[..half.min(w.bits.len())], self.ranks);
+        self.busy = ranks_in(w.bits.get(half..).unwrap_or_default(), self.ranks);
+        let [completed, stops] = w.sums;
+        if let Some(&first) = failed.first() {
+            return Some(Verdict::Failed {
+                first,
+                ranks: failed,
+            });
+        }
+        if stops > 0 {
+            return Some(Verdict::Stopped);
+        }
+        if completed >= self.total {
+            return Some(Verdict::Done);
+        }
+        if !self.busy.is_empty() {
+            self.idle_count = None;
+            return None;
+        }
+        // No rank owns work: ids may still be in flight between an owner that
+        // joined idle and a helper that joined before it took them, but such a
+        // helper is busy or has completed more at the next wave.
+        if self.idle_count.replace(completed) == Some(completed) {
+            return Some(Verdict::Lost { completed });
+        }
+        None
+    }
+
+    /// The ranks that owned work at the last wave (to name who is awaited).
+    pub fn busy(&self) -> &[usize] {
+        &self.busy
+    }
+}
+
+/// The ids a rank computed, as a count and two power sums (mod 2^64), for
+/// the audit at finalize: summed over the ranks they must equal those of
+/// `0..Z` ([`Audit::of_all`]). An id computed twice and another never
+/// would have to agree in both sums to go unseen, which no two pairs of
+/// distinct ids do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Audit {
+    /// Ids computed.
+    pub count: u64,
+    /// Their sum, mod 2^64.
+    pub sum: u64,
+    /// The sum of their squares, mod 2^64.
+    pub sum_sq: u64,
+}
+
+/// `Σ_{i<n} i` and `Σ_{i<n} i²`, mod 2^64 (exact divisions first).
+fn power_sums_below(n: u64) -> (u64, u64) {
+    let (n, m) = (n as u128, (n as u128).wrapping_sub(1));
+    let sum = if n % 2 == 0 {
+        (n / 2).wrapping_mul(m)
+    } else {
+        n.wrapping_mul(m / 2)
+    };
+    // n(n-1)(2n-1)/6: take the 2 and the 3 out of the factors that hold them.
+    let mut f = [m, n, (2 * n).wrapping_sub(1)];
+    if n == 0 {
+        return (0, 0);
+    }
+    let two = if f[0] % 2 == 0 { 0 } else { 1 };
+    f[two] /= 2;
+    let three = (0..3).find(|&i| f[i] % 3 == 0).unwrap_or(0);
+    f[three] /= 3;
+    let sq = f[0].wrapping_mul(f[1]).wrapping_mul(f[2]);
+    (sum as u64, sq as u64)
+}
+
+impl Audit {
+    /// Account the ids of `range`.
+    #[inline]
+    pub fn add(&mut self, range: std::ops::Range<u64>) {
+        let (s0, q0) = power_sums_below(range.start);
+        let (s1, q1) = power_sums_below(range.end);
+        self.count += range.end - range.start;
+        self.sum = self.sum.wrapping_add(s1.wrapping_sub(s0));
+        self.sum_sq = self.sum_sq.wrapping_add(q1.wrapping_sub(q0));
+    }
+
+    /// The audit of every id of `0..total`, each once.
+    pub fn of_all(total: u64) -> Audit {
+        let mut a = Audit::default();
+        a.add(0..total);
+        a
+    }
+
+    /// The audit of several ranks together.
+    pub fn merge(&mut self, other: &Audit) {
+        self.count = self.count.wrapping_add(other.count);
+        self.sum = self.sum.wrapping_add(other.sum);
+        self.sum_sq = self.sum_sq.wrapping_add(other.sum_sq);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wave(statuses: &[Status]) -> Words {
+        let n = statuses.len();
+        statuses
+            .iter()
+            .enumerate()
+            .fold(Words::zero(n), |mut w, (r, s)| {
+                w.merge(&Words::of(s, r, n));
+                w
+            })
+    }
+
+    fn busy(completed: u64) -> Status {
+        Status {
+            completed,
+            busy: true,
+            ..Status::default()
+        }
+    }
+
+    fn idle(completed: u64) -> Status {
+        Status {
+            completed,
+            ..Status::default()
+        }
+    }
+
+    #[test]
+    fn done_when_the_count_reaches_the_total_and_not_before() {
+        let mut j = Judge::new(10, 3);
+        assert_eq!(j.judge(&wave(&[busy(3), idle(3), idle(3)])), None);
+        assert_eq!(j.busy(), &[0]);
+        assert_eq!(
+            j.judge(&wave(&[idle(4), idle(3), idle(3)])),
+            Some(Verdict::Done)
+        );
+    }
+
+    #[test]
+    fn failure_wins_and_names_the_lowest_failed_rank_even_beyond_64_ranks() {
+        let n = 130;
+        let mut s = vec![idle(1); n];
+        s[129].failed = true;
+        s[70].failed = true;
+        s[3].stop = true;
+        let mut j = Judge::new(n as u64, n);
+        assert_eq!(
+            j.judge(&wave(&s)),
+            Some(Verdict::Failed {
+                first: 70,
+                ranks: vec![70, 129]
+            })
+        );
+    }
+
+    #[test]
+    fn a_stop_ends_the_job_with_work_left() {
+        let mut j = Judge::new(100, 2);
+        let mut s = [busy(10), busy(5)];
+        s[1].stop = true;
+        assert_eq!(j.judge(&wave(&s)), Some(Verdict::Stopped));
+    }
+
+    #[test]
+    fn ids_lost_end_the_job_after_two_idle_waves_without_progress() {
+        let mut j = Judge::new(10, 2);
+        assert_eq!(j.judge(&wave(&[idle(4), idle(4)])), None);
+        // Progress between two idle waves: ids were in flight.
+        assert_eq!(j.judge(&wave(&[idle(5), idle(4)])), None);
+        // A busy rank in between resets the count.
+        assert_eq!(j.judge(&wave(&[busy(5), idle(4)])), None);
+        assert_eq!(j.judge(&wave(&[idle(5), idle(4)])), None);
+        assert_eq!(
+            j.judge(&wave(&[idle(5), idle(4)])),
+            Some(Verdict::Lost { completed: 9 })
+        );
+    }
+
+    #[test]
+    fn the_audit_sees_an_id_computed_twice_and_another_missing() {
+        let total = 1_000_003u64;
+        let mut a = Audit::default();
+        a.add(0..500_000);
+        a.add(500_000..total);
+        assert_eq!(a, Audit::of_all(total));
+        // By brute force on a small range.
+        let mut b = Audit::default();
+        (0..97u64).for_each(|i| b.add(i..i + 1));
+        assert_eq!(b.sum, (0..97u64).sum::<u64>());
+        assert_eq!(b.sum_sq, (0..97u64).map(|i| i * i).sum::<u64>());
+        // 7 twice, 9 never; and two swaps that keep the count and the sum.
+        for (twice, never) in [(vec![7], vec![9]), (vec![3, 10], vec![5, 8])] {
+            let mut c = Audit::default();
+            (0..20u64)
+                .filter(|i| !never.contains(i))
+                .chain(twice.iter().copied())
+                .for_each(|i| c.add(i..i + 1));
+            assert_eq!(c.count, 20);
+            assert_ne!(c, Audit::of_all(20));
+        }
+        // Huge ids wrap without a panic.
+        let mut h = Audit::default();
+        h.add(u64::MAX - 10..u64::MAX);
+        assert_eq!(h.count, 10);
+    }
+
+    #[test]
+    fn one_rank() {
+        let mut j = Judge::new(5, 1);
+        assert_eq!(j.judge(&wave(&[busy(2)])), None);
+        assert_eq!(j.judge(&wave(&[idle(5)])), Some(Verdict::Done));
+    }
+}

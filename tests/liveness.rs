@@ -1,0 +1,304 @@
+//! Liveness (DESIGN §5): whatever one rank does, every rank learns the same
+//! verdict and no rank hangs. Real `mpirun` runs of the emulator
+//! (`examples/emulate.rs`): ranks that leave their loop early, a signal-file
+//! write that fails, a stop asked by one rank, several loops in one program,
+//! one rank, observables that disagree, a lock held from outside the job.
+
+mod common;
+
+use common::{example, field, mpirun, root, temp_dir};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// One emulator job and what it printed.
+struct Job {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+    dir: PathBuf,
+    seconds: f64,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+impl Job {
+    /// The last result line.
+    fn result(&self) -> &str {
+        let line = self.stdout.lines().rfind(|l| l.starts_with("result:"));
+        line.unwrap_or_else(|| panic!("no result line:\n{self}"))
+    }
+
+    fn value(&self, key: &str) -> f64 {
+        field(self.result(), key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {}", self.result()))
+    }
+
+    /// Every rank of `ranks` reported an error containing `text`.
+    fn assert_every_rank_failed_with(&self, ranks: usize, code: i32, text: &str) {
+        assert!(!self.ok, "the job succeeded:\n{self}");
+        assert_eq!(self.value("error") as i32, code, "{self}");
+        for r in 0..ranks {
+            let prefix = format!("emulate: rank {r}: ");
+            assert!(
+                self.stderr
+                    .lines()
+                    .any(|l| l.contains(&prefix) && l.contains(text)),
+                "rank {r} did not report `{text}`:\n{self}"
+            );
+        }
+    }
+
+    /// Monitor-log lines containing `word`, over all ranks, as job times.
+    fn log_times(&self, run: &str, word: &str) -> Vec<f64> {
+        let logs = self.dir.join("signals").join(run).join("log");
+        let entries = std::fs::read_dir(&logs).unwrap_or_else(|e| panic!("{logs:?}: {e}"));
+        entries
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+            .flat_map(|text| {
+                text.lines()
+                    .filter(|l| l.contains(word))
+                    .filter_map(|l| field(l, "t")?.parse().ok())
+                    .collect::<Vec<f64>>()
+            })
+            .collect()
+    }
+
+    /// Seconds from the first `failed` line to the last `verdict` line.
+    fn seconds_to_verdict(&self, run: &str) -> f64 {
+        let failed = self.log_times(run, " failed ");
+        let verdicts = self.log_times(run, " verdict ");
+        let first = failed.iter().copied().fold(f64::INFINITY, f64::min);
+        let last = verdicts.iter().copied().fold(0.0, f64::max);
+        assert!(
+            first.is_finite() && last >= first,
+            "{failed:?} {verdicts:?}"
+        );
+        last - first
+    }
+}
+
+impl std::fmt::Display for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "--- stdout\n{}--- stderr\n{}", self.stdout, self.stderr)
+    }
+}
+
+fn scenario(name: &str) -> PathBuf {
+    root().join("tests/scenarios").join(format!("{name}.ron"))
+}
+
+/// Start the emulator; `during` runs while it does (with the signal dir).
+fn emulate_with(
+    np: usize,
+    name: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    during: impl FnOnce(&Path),
+) -> Job {
+    let dir = temp_dir(name);
+    let path = scenario(name);
+    let mut args = vec![path.to_str().unwrap(), "full"];
+    args.extend(extra);
+    let mut env = env.to_vec();
+    env.extend([("SOSLB_WARMUP", "0.5")]);
+    if !env.iter().any(|(k, _)| k.ends_with("JOB_ID")) {
+        env.push(("SOSLB_JOB_ID", "job"));
+    }
+    let mut cmd = mpirun(np, &example("emulate"), &args, &dir, &env);
+    let t0 = Instant::now();
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    during(&dir.join("signals"));
+    let out = child.wait_with_output().expect("mpirun ends");
+    Job {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        dir,
+        seconds: t0.elapsed().as_secs_f64(),
+    }
+}
+
+fn emulate(np: usize, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Job {
+    emulate_with(np, name, extra, env, |_| {})
+}
+
+/// Wait (up to a minute) until `ready` holds.
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn leave(rank: usize, at: &str, when: &str) {
+    let arg = format!("{rank}:{at}");
+    let job = emulate(8, "speeds8", &["--leave", &arg], &[]);
+    let text = format!("rank {rank} failed: soslb_finalize was called{when}");
+    job.assert_every_rank_failed_with(8, 8, &text);
+    assert!(job.stderr.contains("still owned"), "{job}");
+    let latency = job.seconds_to_verdict("job.0");
+    println!(
+        "liveness: rank {rank} left at t={at} s: every rank had its error {latency:.3} s later \
+         (job {:.1} s)",
+        job.seconds
+    );
+    assert!(latency < 5.0, "{latency} s to the verdict:\n{job}");
+}
+
+#[test]
+fn a_rank_that_leaves_after_the_warmup_is_an_error_on_every_rank() {
+    leave(3, "1.5", " while");
+}
+
+#[test]
+fn a_rank_that_leaves_during_the_warmup_is_an_error_on_every_rank() {
+    leave(3, "0.2", " during the warm-up");
+}
+
+#[test]
+fn a_rank_that_never_calls_next_is_an_error_on_every_rank() {
+    leave(5, "0", " during the warm-up");
+}
+
+#[test]
+fn rank_0_leaving_early_is_an_error_on_every_rank() {
+    leave(0, "1.5", " while");
+}
+
+#[test]
+fn a_failed_signal_file_write_is_an_error_on_every_rank() {
+    // Rank 15 is slow and will post an SOS; its file is made immutable
+    // first, so the write fails with EPERM (even for root) on a real kernel.
+    let file = |signals: &Path| signals.join("job.0/sos/15.ron");
+    let mut made_immutable = false;
+    let job = emulate_with(16, "midrun", &[], &[("SOSLB_KEEP", "true")], |signals| {
+        wait_for("rank 15's SOS file", || file(signals).exists());
+        made_immutable = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(file(signals))
+            .status()
+            .is_ok_and(|s| s.success());
+    });
+    let _ = std::process::Command::new("chattr")
+        .arg("-i")
+        .arg(file(&job.dir.join("signals")))
+        .status();
+    if !made_immutable {
+        println!(
+            "SKIPPED: chattr +i is not available on {}",
+            job.dir.display()
+        );
+        return;
+    }
+    job.assert_every_rank_failed_with(16, 4, "rank 15 failed: ");
+    assert!(job.stderr.contains("sos/15.ron"), "{job}");
+    println!(
+        "liveness: rank 15's write failed: every rank had its error {:.3} s later",
+        job.seconds_to_verdict("job.0")
+    );
+}
+
+#[test]
+fn a_stop_asked_by_one_rank_ends_every_rank_with_the_realisations_done() {
+    let job = emulate(8, "speeds8", &["--stop", "2:1.0"], &[]);
+    assert!(job.ok, "{job}");
+    assert_eq!(job.value("duplicates"), 0.0, "{job}");
+    let (missing, count) = (job.value("missing"), job.value("count"));
+    assert!(missing > 0.0, "the stop came too late to matter:\n{job}");
+    // The statistics cover exactly the realisations computed.
+    assert_eq!(count + missing, 1200.0, "{job}");
+    assert!(job.value("makespan_s") < 2.0, "{job}");
+}
+
+#[test]
+fn three_loops_in_one_program_under_one_batch_job_id() {
+    let env = [("SLURM_JOB_ID", "4242"), ("SLURM_STEP_ID", "0")];
+    let job = emulate(8, "speeds8", &["--loops", "3"], &env);
+    assert!(job.ok, "{job}");
+    let results: Vec<&str> = job
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("result:"))
+        .collect();
+    assert_eq!(results.len(), 3, "{job}");
+    for r in results {
+        assert!(r.contains("missing=0 duplicates=0"), "{r}");
+        assert_eq!(field(r, "count"), Some("1200"), "{r}");
+    }
+    for n in 0..3 {
+        let run = job.dir.join(format!("signals/4242.0.{n}"));
+        assert!(run.join("log").is_dir(), "no logs in {}", run.display());
+        assert!(
+            !run.join("sos").exists(),
+            "signal files left in {}",
+            run.display()
+        );
+    }
+}
+
+#[test]
+fn one_rank_computes_every_id_once() {
+    let job = emulate(1, "speeds8", &[], &[]);
+    assert!(job.ok, "{job}");
+    assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
+    assert_eq!(job.value("count"), 1200.0);
+}
+
+#[test]
+fn observable_counts_that_differ_are_an_error_on_every_rank() {
+    let job = emulate(8, "speeds8", &["--observables", "4:3"], &[]);
+    job.assert_every_rank_failed_with(8, 1, "rank 4 added 3");
+}
+
+#[test]
+fn a_lock_held_from_outside_makes_a_warning_and_no_waiting_rank_spins() {
+    let signals_file = |s: &Path| s.join("job.0/sos/15.ron");
+    let held = Duration::from_secs(4);
+    let env = [("SOSLB_WAIT_WARNING", "1")];
+    let job = emulate_with(16, "midrun", &[], &env, |signals| {
+        wait_for("rank 15's SOS", || {
+            std::fs::read_to_string(signals.join("job.0/open.ron"))
+                .unwrap_or_default()
+                .contains("rank:15")
+        });
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(signals_file(signals))
+            .expect("rank 15's SOS file");
+        fs2::FileExt::lock_exclusive(&file).expect("the lock");
+        std::thread::sleep(held);
+        fs2::FileExt::unlock(&file).expect("unlock");
+    });
+    assert!(job.ok, "{job}");
+    assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
+    assert!(
+        job.stderr.contains("soslb: warning:") && job.stderr.contains("waited"),
+        "no warning while the lock was held:\n{job}"
+    );
+    // The 15 other ranks together stay far below one core while they wait.
+    let cpu: f64 = job
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("rank: ") && !l.starts_with("rank: 15 "))
+        .filter_map(|l| field(l, "cpu_run_s")?.parse::<f64>().ok())
+        .sum();
+    let makespan = job.value("makespan_s");
+    println!("liveness: lock held {held:?}: 15 ranks used {cpu:.2} s of CPU in {makespan:.2} s");
+    assert!(
+        cpu < 0.25 * makespan,
+        "{cpu} s of CPU in {makespan} s:\n{job}"
+    );
+}
