@@ -415,6 +415,21 @@ fn error_next_after_finalize() {
 }
 
 #[test]
+fn a_second_finalize_is_an_error_that_leaves_the_arguments_untouched() {
+    assert_error(
+        error_case("finalize-twice", 2, None, &[]),
+        ARGUMENT,
+        &["soslb_finalize was called twice"],
+    );
+}
+
+#[test]
+fn the_error_message_is_empty_after_a_successful_call() {
+    let (code, name, message) = error_case("fresh-message", 2, None, &[]);
+    assert_eq!((code, name.as_str(), message.as_str()), (0, "SOSLB_OK", ""));
+}
+
+#[test]
 fn error_environment_variable_typo() {
     let env = [("SOSLB_CHECK_INTERVALL", "1")];
     assert_error(

@@ -6,9 +6,12 @@
 !> and the program finalizes MPI cleanly. Cases: total0, negative,
 !> unknown-field, unreadable, bad-value (init with the config argument),
 !> env-typo (init with a good total), after-finalize (soslb_next
-!> after a whole run), absent-ierr (total 0 without ierr: a fatal error).
+!> after a whole run), absent-ierr (total 0 without ierr: a fatal error),
+!> finalize-twice (a second soslb_finalize: an error that leaves `mean` and
+!> `count` untouched; the first one's count is checked), fresh-message (an
+!> error, then a successful init: the message is empty again).
 program errors
-   use, intrinsic :: iso_fortran_env, only: int64
+   use, intrinsic :: iso_fortran_env, only: int64, real64
    use mpi
    use soslb
    implicit none
@@ -16,7 +19,8 @@ program errors
    type(soslb_t) :: lb
    character(len=64) :: name
    character(len=4096) :: config
-   integer(int64) :: first, last
+   integer(int64) :: first, last, count
+   real(real64) :: mean(1)
    integer :: ierr, mpierr, rank, same
 
    call MPI_Init(mpierr)
@@ -43,6 +47,32 @@ program errors
       call soslb_finalize(lb, ierr)
       if (ierr /= SOSLB_OK) call report()
       if (soslb_next(lb, first, last, ierr)) ierr = -1   ! a chunk after finalize: wrong too
+   case ('finalize-twice')
+      call soslb_init(lb, MPI_COMM_WORLD, 100, ierr)
+      do while (soslb_next(lb, first, last, ierr))
+         do while (first <= last)
+            call soslb_add(lb, real(first, real64))
+            first = first + 1
+         end do
+      end do
+      call soslb_finalize(lb, ierr, mean=mean, count=count)
+      if (ierr /= SOSLB_OK .or. count /= 100 .or. abs(mean(1) - 50.5_real64) > 1e-9_real64) then
+         ierr = -3
+         call report()
+      end if
+      mean = 42
+      count = 42
+      call soslb_finalize(lb, ierr, mean=mean, count=count)
+      if (mean(1) /= 42 .or. count /= 42) ierr = -4
+   case ('fresh-message')
+      call soslb_init(lb, MPI_COMM_WORLD, 0, ierr)
+      call soslb_init(lb, MPI_COMM_WORLD, 10, ierr)
+      if (ierr == SOSLB_OK .and. len(soslb_error_message()) /= 0) ierr = -5
+      if (ierr == SOSLB_OK) then
+         do while (soslb_next(lb, first, last, ierr))
+         end do
+         call soslb_finalize(lb, ierr)
+      end if
    case ('absent-ierr')
       call soslb_init(lb, MPI_COMM_WORLD, 0)
       ierr = SOSLB_OK
@@ -82,6 +112,7 @@ contains
       case (SOSLB_ERR_LOCKING); text = 'SOSLB_ERR_LOCKING'
       case (SOSLB_ERR_STATE); text = 'SOSLB_ERR_STATE'
       case (SOSLB_ERR_INTERNAL); text = 'SOSLB_ERR_INTERNAL'
+      case (SOSLB_ERR_AUDIT); text = 'SOSLB_ERR_AUDIT'
       case default; text = 'unknown'
       end select
    end function code_name
