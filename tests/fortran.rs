@@ -424,6 +424,12 @@ fn a_second_finalize_is_an_error_that_leaves_the_arguments_untouched() {
 }
 
 #[test]
+fn soslb_stop_on_one_rank_ends_the_loop_on_every_rank() {
+    let (code, name, message) = error_case("stop", 3, None, &[]);
+    assert_eq!((code, name.as_str()), (0, "SOSLB_OK"), "{message}");
+}
+
+#[test]
 fn the_error_message_is_empty_after_a_successful_call() {
     let (code, name, message) = error_case("fresh-message", 2, None, &[]);
     assert_eq!((code, name.as_str(), message.as_str()), (0, "SOSLB_OK", ""));

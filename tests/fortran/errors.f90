@@ -9,7 +9,9 @@
 !> after a whole run), absent-ierr (total 0 without ierr: a fatal error),
 !> finalize-twice (a second soslb_finalize: an error that leaves `mean` and
 !> `count` untouched; the first one's count is checked), fresh-message (an
-!> error, then a successful init: the message is empty again).
+!> error, then a successful init: the message is empty again), stop (rank 1
+!> calls soslb_stop after its first chunk: every rank ends, and finalize
+!> counts fewer realisations than the total).
 program errors
    use, intrinsic :: iso_fortran_env, only: int64, real64
    use mpi
@@ -73,6 +75,17 @@ program errors
          end do
          call soslb_finalize(lb, ierr)
       end if
+   case ('stop')
+      call soslb_init(lb, MPI_COMM_WORLD, 100000, ierr)
+      do while (soslb_next(lb, first, last, ierr))
+         do while (first <= last)
+            call soslb_add(lb, 1.0_real64)
+            first = first + 1
+         end do
+         if (rank == 1) call soslb_stop(lb, ierr)
+      end do
+      if (ierr == SOSLB_OK) call soslb_finalize(lb, ierr, count=count)
+      if (ierr == SOSLB_OK .and. (count < 1 .or. count >= 100000)) ierr = -6
    case ('absent-ierr')
       call soslb_init(lb, MPI_COMM_WORLD, 0)
       ierr = SOSLB_OK
