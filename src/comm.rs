@@ -163,28 +163,27 @@ impl Comm {
         // SAFETY: MPI_REQUEST_NULL is a plain handle value.
         let null = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
         let mut reqs = [null; 2];
-        // SAFETY: the buffers are heap allocations owned by the returned Wave,
-        // which keeps them (or leaks them) until the requests complete.
-        unsafe {
-            mpi::ffi::MPI_Iallreduce(
-                send.sums.as_ptr().cast(),
-                recv.sums.as_mut_ptr().cast(),
-                send.sums.len() as i32,
-                mpi::ffi::RSMPI_UINT64_T,
-                mpi::ffi::RSMPI_SUM,
-                self.comm.as_raw(),
-                &mut reqs[0],
-            );
-            mpi::ffi::MPI_Iallreduce(
-                send.bits.as_ptr().cast(),
-                recv.bits.as_mut_ptr().cast(),
-                send.bits.len() as i32,
-                mpi::ffi::RSMPI_UINT64_T,
-                mpi::ffi::RSMPI_BOR,
-                self.comm.as_raw(),
-                &mut reqs[1],
-            );
-        }
+        let comm = self.comm.as_raw();
+        let reduce = |from: &[u64], into: &mut [u64], op, req: &mut MPI_Request| {
+            // SAFETY: the buffers are heap allocations owned by the returned
+            // Wave, which keeps them (or leaks them) until the requests complete.
+            unsafe {
+                mpi::ffi::MPI_Iallreduce(
+                    from.as_ptr().cast(),
+                    into.as_mut_ptr().cast(),
+                    from.len() as i32,
+                    mpi::ffi::RSMPI_UINT64_T,
+                    op,
+                    comm,
+                    req,
+                );
+            }
+        };
+        let [sum_req, bor_req] = &mut reqs;
+        // SAFETY: the predefined operations are plain handle values.
+        let (sum, bor) = unsafe { (mpi::ffi::RSMPI_SUM, mpi::ffi::RSMPI_BOR) };
+        reduce(&send.sums, &mut recv.sums, sum, sum_req);
+        reduce(&send.bits, &mut recv.bits, bor, bor_req);
         Wave {
             send,
             recv,
