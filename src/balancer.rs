@@ -289,13 +289,24 @@ impl Balancer {
         }
         let mut now = self.now();
         loop {
+            let ops = self.board.ops();
             let step = self.rank.next(now, &mut self.board);
-            if self.rank.has_events() {
+            let logged = self.rank.has_events();
+            if logged {
                 self.log_events(now);
             }
             match step {
                 Err(e) => return self.fail_and_conclude(e),
                 Ok(Step::Compute(ids)) => {
+                    // Only computing counts in the speed, never file time;
+                    // the file time sets how often the board is consulted.
+                    if logged || self.board.ops() != ops {
+                        let t = self.now();
+                        if self.board.ops() != ops {
+                            self.rank.observe_storage(t - now);
+                        }
+                        self.rank.restart_chunk(t);
+                    }
                     if now >= self.end.next_test && self.wave_tick(now) {
                         return self.outcome();
                     }

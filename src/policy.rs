@@ -227,6 +227,8 @@ pub struct Rank {
     busy_backoff: f64,
     /// The ids computed, for the audit at finalize.
     audit: Audit,
+    /// Seconds one consultation of the board takes (measured by the shell).
+    storage_cost: f64,
     /// The chunk being computed and when it was handed out.
     out: Option<(f64, Range<u64>)>,
     progress: IdSet,
@@ -256,6 +258,7 @@ impl Rank {
             board_broken: false,
             busy_backoff: 0.0,
             audit: Audit::default(),
+            storage_cost: 0.0,
             speed: Speed::new(params.speed_window),
             horizon: f64::INFINITY,
             next_check: params.check_interval,
@@ -411,6 +414,14 @@ impl Rank {
         }
     }
 
+    /// The chunk just handed out starts computing at `now`, not when `next`
+    /// was called: the library's own file time is not computing time.
+    pub fn restart_chunk(&mut self, now: f64) {
+        if let Some((t0, _)) = &mut self.out {
+            *t0 = now;
+        }
+    }
+
     /// Algorithm 1: take this rank's quota from the plan of every rank's report.
     pub fn apply_plan(&mut self, reports: &[WarmupReport], now: f64) -> Result<()> {
         if self.phase != Phase::Exchanging {
@@ -447,12 +458,26 @@ impl Rank {
 
     /// Ids of work per check interval at the current speed: the lease size.
     fn lease_len(&self) -> u64 {
-        ((self.speed.get() * self.params.check_interval).ceil() as u64).max(1)
+        ((self.speed.get() * self.interval()).ceil() as u64).max(1)
+    }
+
+    /// Seconds between checks, and of work per lease: the configured
+    /// interval, or ten board consultations on slow storage, so that file
+    /// time stays a small part of a rank's time.
+    fn interval(&self) -> f64 {
+        self.params.check_interval.max(10.0 * self.storage_cost)
+    }
+
+    /// A consultation of the board took `seconds` (the shell measures it):
+    /// a moving average sets [`Rank::interval`] and the least lateness worth
+    /// an SOS.
+    pub fn observe_storage(&mut self, seconds: f64) {
+        self.storage_cost = 0.75 * self.storage_cost + 0.25 * seconds.max(0.0);
     }
 
     /// The periodic check: speed, progress line, and the SOS decisions.
     fn check(&mut self, now: f64, board: &mut dyn Board) -> Result<()> {
-        self.next_check = now + self.params.check_interval;
+        self.next_check = now + self.interval();
         let v = self.speed.update();
         let remaining = self.remaining();
         let tau = forecast(now, remaining, v);
@@ -468,7 +493,10 @@ impl Rank {
         if self.params.mode != Mode::Full || self.phase != Phase::Running || self.board_broken {
             return Ok(());
         }
-        let late = tau - self.horizon >= self.params.late_threshold;
+        // An SOS costs a few consultations of the board (post, the helpers'
+        // takes, lease extensions): not worth it for less lateness than that.
+        let threshold = self.params.late_threshold.max(4.0 * self.storage_cost);
+        let late = tau - self.horizon >= threshold;
         match (late, self.sos.as_ref().map(|e| e.seq)) {
             (true, None) => self.post(now, v, tau, board),
             (true, Some(seq)) => self.refresh(seq, now, v, tau, board),
