@@ -39,6 +39,10 @@ while (($#)); do
     esac
 done
 [ -n "$prefix" ] || { echo "$usage" >&2; exit 2; }
+# Relative paths are relative to where the script was started (setup.sh changes
+# to the repository).
+case "$prefix" in /*) ;; *) prefix="$PWD/$prefix" ;; esac
+case "$lib" in "" | /*) ;; *) lib="$PWD/$lib" ;; esac
 
 fail() { echo "install: $*" >&2; exit 1; }
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,7 +53,6 @@ if [ -z "$lib" ]; then
     lib="$(target_dir)/release/libsoslb.a"
 fi
 [ -f "$lib" ] || fail "no library $lib"
-lib=$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib")
 mpifc=${MPIFC:-mpif90}
 command -v "$mpifc" >/dev/null 2>&1 ||
     fail "no MPI Fortran compiler wrapper $mpifc: install Open MPI or MPICH with Fortran, or set MPIFC"
