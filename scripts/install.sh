@@ -13,7 +13,8 @@
 #   --lib FILE     install this libsoslb.a instead of building the release one
 #                  (cargo build --release --lib, after the set-up of setup.sh)
 #   --keep-debug   keep the debug information (line tables) in the archive; by
-#                  default it is stripped, with the LLVM bitcode that only rustc reads
+#                  default it is stripped (the LLVM bitcode that only rustc reads
+#                  is always stripped)
 #   --quiet        print nothing on success
 #
 # Environment: MPIFC, the MPI Fortran compiler wrapper (default mpif90), which
@@ -56,7 +57,7 @@ fi
 mpifc=${MPIFC:-mpif90}
 command -v "$mpifc" >/dev/null 2>&1 ||
     fail "no MPI Fortran compiler wrapper $mpifc: install Open MPI or MPICH with Fortran, or set MPIFC"
-for tool in ar nm; do
+for tool in ar nm strip objcopy; do
     command -v "$tool" >/dev/null 2>&1 || fail "no $tool: install binutils"
 done
 version=$(sed -n 's/^version *= *"\([^"]*\)".*/\1/p' "$ROOT/Cargo.toml" | head -1)
@@ -72,14 +73,13 @@ trap 'rm -rf "$work"' EXIT
     fail "$mpifc could not compile fortran/soslb.f90"
 [ -f "$work/soslb.mod" ] || fail "$mpifc wrote no soslb.mod"
 
-# The archive: the Rust library, lean, plus the module's object.
+# The archive: the Rust library, lean, plus the module's object. The LLVM
+# bitcode of Rust's objects serves only rustc's link-time optimisation.
 cp "$lib" "$work/libsoslb.a"
-if ((!keep_debug)); then
-    if command -v strip >/dev/null 2>&1; then
-        strip --strip-debug --remove-section=.llvmbc --remove-section=.llvmcmd "$work/libsoslb.a"
-    else
-        echo "install: no strip (binutils): the archive keeps its debug information" >&2
-    fi
+if ((keep_debug)); then
+    objcopy --remove-section=.llvmbc --remove-section=.llvmcmd "$work/libsoslb.a"
+else
+    strip --strip-debug --remove-section=.llvmbc --remove-section=.llvmcmd "$work/libsoslb.a"
 fi
 ar rs "$work/libsoslb.a" "$work/soslb_fortran.o"
 nm "$work/libsoslb.a" >"$work/symbols" 2>/dev/null || true
