@@ -207,7 +207,8 @@ fn corrupt_sos_is_an_error_naming_the_path_and_reset_repairs_it() {
     assert_eq!((got, seen), (Locked::Done, Some(fresh)));
 
     // A record of another rank, or a malformed id set, is corrupt too.
-    std::fs::write(&path, format::encode(&Sos::default())).unwrap();
+    // (Written with a high write number: a lower one reads as an older copy.)
+    std::fs::write(&path, format::encode_record(&Sos::default(), 1 << 40)).unwrap();
     let err = other.with_sos(1, Access::Wait, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("rank 0, not 1"), "{err}");
     let tail: IdSet = ron::from_str("[(9, 3)]").unwrap();
@@ -220,7 +221,7 @@ fn corrupt_sos_is_an_error_naming_the_path_and_reset_repairs_it() {
         }),
         aids: vec![],
     };
-    std::fs::write(&path, format::encode(&sos)).unwrap();
+    std::fs::write(&path, format::encode_record(&sos, 1 << 41)).unwrap();
     let err = other.with_sos(1, Access::Try, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("malformed"), "{err}");
 }
@@ -370,28 +371,29 @@ fn operations_are_counted() {
     board.read_index().unwrap();
     let per_read = board.ops();
     assert!((1..=4).contains(&per_read), "{per_read}");
-    // Own SOS, unchanged: lock, read, unlock.
+    // Own SOS, unchanged: lock, fresh open, read, unlock.
     let before = board.ops();
     board.with_sos(0, Access::Wait, &mut |_| {}).unwrap();
-    assert_eq!(board.ops() - before, 3);
-    // Changed: lock, read, write, set_len, fsync, unlock (set_len only if shorter).
+    assert_eq!(board.ops() - before, 4);
+    // Changed: lock, fresh open, read, fresh open, write, fsync, unlock
+    // (files are padded and never shrink: no truncation).
     let before = board.ops();
     board
         .with_sos(0, Access::Wait, &mut |s| {
             s.state = SosState::Open(post(IdSet::from_range(0..9)))
         })
         .unwrap();
-    assert_eq!(board.ops() - before, 5);
+    assert_eq!(board.ops() - before, 7);
     let before = board.ops();
     board
         .with_sos(0, Access::Wait, &mut |s| s.state = SosState::Closed)
         .unwrap();
-    assert_eq!(board.ops() - before, 6);
+    assert_eq!(board.ops() - before, 7);
     // Another rank's SOS: opened once, on first use.
     let before = board.ops();
     board.with_sos(1, Access::Try, &mut |_| {}).unwrap_err();
     let _other = job.join(1, 2);
     board.with_sos(1, Access::Try, &mut |_| {}).unwrap();
     board.with_sos(1, Access::Try, &mut |_| {}).unwrap();
-    assert_eq!(board.ops() - before, 1 + 1 + 3 + 3);
+    assert_eq!(board.ops() - before, 1 + 1 + 4 + 4);
 }
