@@ -270,7 +270,7 @@ impl Balancer {
     fn log_events(&mut self, now: f64) {
         for e in self.rank.drain_events() {
             if let crate::policy::Event::Recovered { error } = &e {
-                eprintln!("soslb: warning: rank {}: {error}", self.comm.rank());
+                self.board.warn(error); // one whole line, repeats rate-limited
                 self.warnings.push(error.clone());
             }
             self.monitor.event(now, &e);
