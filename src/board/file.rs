@@ -272,7 +272,7 @@ impl Meter {
             let waited = start.elapsed();
             if waited >= warn_at {
                 super::warn::print_line(&format!(
-                    "soslb: warning: rank {}: waited {:.0} s for the lock of {}; still waiting",
+                    "soslb: warning: rank {}: waited {:.1} s for the lock of {}; still waiting",
                     self.rank,
                     waited.as_secs_f64(),
                     path.display()
