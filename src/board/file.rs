@@ -224,8 +224,23 @@ fn fresh_stat(file: &File) -> io::Result<(FileId, u64)> {
 }
 
 /// Re-reads of a short or torn body under the lock, each through a fresh
-/// `open`, before it counts as corrupt, and the pause before each.
-const REREAD_PAUSES_MS: [u64; 4] = [5, 20, 80, 300];
+/// `open`, before it counts as corrupt, and the pause before each: all of
+/// them for [`Access::Wait`] (the owner, who recovers), the first
+/// [`TRY_REREADS`] for [`Access::Try`] (a helper, which only skips the file
+/// and should not keep the lock from the owner).
+const REREAD_PAUSES_MS: [u64; 4] = [5, 20, 60, 150];
+
+/// Re-reads of a helper ([`Access::Try`]); see [`REREAD_PAUSES_MS`].
+const TRY_REREADS: usize = 2;
+
+/// After a [`Access::Try`] access found a file corrupt, further such
+/// accesses answer the same error without touching the file for this long,
+/// doubling up to [`MAX_SHUN`] while it stays corrupt: helpers must not
+/// keep the lock from the owner that repairs it.
+const FIRST_SHUN: Duration = Duration::from_millis(500);
+
+/// The longest pause of [`FIRST_SHUN`].
+const MAX_SHUN: Duration = Duration::from_secs(8);
 
 /// Counts file operations, injects a storage latency before each, and
 /// warns about long lock waits.
@@ -251,7 +266,7 @@ impl Meter {
     /// Take the exclusive lock of `file`: `false` if busy ([`Access::Try`]).
     ///
     /// [`Access::Wait`] tries again after sleeping 0.2 ms, doubling up to
-    /// 50 ms: no spinning, and no blocking call (a blocked NFSv4 lock request
+    /// 20 ms: no spinning, and no blocking call (a blocked NFSv4 lock request
     /// may be retried by the client only every 30 s). After `wait_warning`
     /// one line names the file and the wait, then again after twice as
     /// long, and so on.
@@ -280,7 +295,7 @@ impl Meter {
                 warn_at = waited * 2;
             }
             thread::sleep(backoff);
-            backoff = (backoff * 2).min(Duration::from_millis(50));
+            backoff = (backoff * 2).min(Duration::from_millis(20));
         }
     }
 
@@ -346,8 +361,15 @@ struct Signal {
     /// number; without a read it starts a new epoch).
     read_done: bool,
     locked: bool,
+    /// How the lock was taken.
+    access: Access,
     /// The kept descriptor is on a file that was replaced: drop it at unlock.
     replaced: bool,
+    /// After a corrupt read by [`Access::Try`]: the error, and until when
+    /// further such accesses answer it without touching the file.
+    shunned: Option<(Instant, String)>,
+    /// The next pause of [`FIRST_SHUN`].
+    shun: Duration,
 }
 
 impl Signal {
@@ -358,7 +380,10 @@ impl Signal {
             wseq: 0,
             read_done: false,
             locked: false,
+            access: Access::Wait,
             replaced: false,
+            shunned: None,
+            shun: FIRST_SHUN,
         }
     }
 
@@ -390,6 +415,7 @@ impl Signal {
             return Ok(Locked::Busy);
         }
         self.locked = true;
+        self.access = access;
         Ok(Locked::Done)
     }
 
@@ -443,7 +469,12 @@ impl Signal {
                     break r;
                 }
                 Decoded::Torn(reason) => {
-                    let Some(&pause) = REREAD_PAUSES_MS.get(attempt) else {
+                    let rereads = match self.access {
+                        Access::Wait => REREAD_PAUSES_MS.len(),
+                        Access::Try => TRY_REREADS,
+                    };
+                    let pause = REREAD_PAUSES_MS.get(attempt).filter(|_| attempt < rereads);
+                    let Some(&pause) = pause else {
                         return Err(self.corrupt(format!(
                             "{reason}, although read under the file's lock, {} times through \
                              fresh opens",
@@ -550,6 +581,13 @@ impl Signal {
     where
         T: Serialize + DeserializeOwned + PartialEq + Clone,
     {
+        // The same words as the first time: the warnings' rate limit folds them.
+        if access == Access::Try
+            && let Some((until, reason)) = &self.shunned
+            && Instant::now() < *until
+        {
+            return Err(self.corrupt(reason.clone()));
+        }
         let done = self.locked(m, access, |s, m| {
             let mut record: T = s.read(m)?;
             check(&record)?;
@@ -559,8 +597,19 @@ impl Signal {
                 s.write(m, &record)?;
             }
             Ok(())
-        })?;
-        Ok(if done.is_some() {
+        });
+        match &done {
+            Err(Error::Corrupt { reason, .. }) if access == Access::Try => {
+                self.shunned = Some((Instant::now() + self.shun, reason.clone()));
+                self.shun = (self.shun * 2).min(MAX_SHUN);
+            }
+            Ok(Some(())) => {
+                self.shunned = None;
+                self.shun = FIRST_SHUN;
+            }
+            _ => {}
+        }
+        Ok(if done?.is_some() {
             Locked::Done
         } else {
             Locked::Busy
