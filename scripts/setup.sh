@@ -12,6 +12,7 @@ command -v gfortran >/dev/null 2>&1 || need+=(gfortran)
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/*/libclang*.so* >/dev/null 2>&1 || need+=(libclang-dev)
+command -v bindfs >/dev/null 2>&1 || need+=(bindfs)   # the FUSE test (tests/fuse.rs)
 if ((${#need[@]})); then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
