@@ -445,3 +445,52 @@ fn a_stale_copy_renamed_over_an_open_sos_file_is_reported_as_replaced() {
     });
     assert!(named.iter().any(|l| l.contains("replaced")), "{named:#?}");
 }
+
+#[test]
+fn a_lost_job_directory_gives_few_whole_warning_lines() {
+    use std::time::{Duration, Instant};
+    let dir = temp_dir("lost");
+    let path = scenario_path("midrun");
+    let mut cmd = mpirun(
+        16,
+        &example("emulate"),
+        &[path.to_str().unwrap(), "full"],
+        &dir,
+        &[("SOSLB_WARMUP", "0.5")],
+    );
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let job = wait_job_dir(&dir, deadline);
+    while !std::fs::read_to_string(job.join("open.ron"))
+        .unwrap_or_default()
+        .contains("rank:15")
+    {
+        assert!(Instant::now() < deadline, "rank 15 never opened an SOS");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The job directory vanishes (moved away: kept for inspection).
+    std::fs::rename(&job, dir.join("lost")).unwrap();
+    let out = child.wait_with_output().expect("mpirun ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let soslb: Vec<&str> = stderr.lines().filter(|l| l.contains("soslb")).collect();
+    eprintln!(
+        "lost job directory: status {}, {} lines naming soslb:\n{}",
+        out.status,
+        soslb.len(),
+        soslb.join("\n")
+    );
+    // Whole lines: every line about soslb starts as one.
+    for l in &soslb {
+        assert!(
+            l.starts_with("soslb: ") || l.starts_with("emulate: rank "),
+            "a broken line: {l:?}"
+        );
+    }
+    // One line per rank and per problem, not one per poll.
+    assert!(soslb.len() <= 16 * 4, "{} lines", soslb.len());
+    let _ = std::fs::remove_dir_all(dir);
+}
