@@ -73,11 +73,11 @@ fn main() -> ExitCode {
         // Every rank failed together: end normally, so that every rank's
         // message gets out (an abort could kill a rank before it prints).
         Err(Failure::AllRanks(e)) => {
-            eprintln!("emulate: rank {me}: {e}");
+            soslb::board::warn::print_line(&format!("emulate: rank {me}: {e}")); // one write
             ExitCode::FAILURE
         }
         Err(Failure::ThisRank(e)) => {
-            eprintln!("emulate: rank {me}: {e}");
+            soslb::board::warn::print_line(&format!("emulate: rank {me}: {e}")); // one write
             world.abort(2)
         }
     }

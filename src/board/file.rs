@@ -632,7 +632,10 @@ impl Signal {
     /// Read the record without the lock (open, read, close: the open
     /// revalidates). `None` when a write was caught midway.
     fn read_unlocked<T: DeserializeOwned>(&mut self, m: &mut Meter) -> Result<Option<T>> {
-        let (file, _, _) = m.open_fresh(&self.path, false)?;
+        // No `statx` here: a helper's poll should cost the server one open
+        // and one read; a body cut by a cached size is torn, read again later.
+        m.tick();
+        let file = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
         let bytes = m.read(&file, &self.path)?;
         drop(file);
         match format::decode_record::<T>(&bytes, &self.path)? {
