@@ -462,6 +462,10 @@ fn a_long_lock_wait_warns_with_back_off_and_sleeps() {
     // The waiter slept: far below one core over 2 s (the test harness
     // itself included).
     let used = cpu() - cpu0;
+    eprintln!(
+        "a 2 s lock wait: {} warnings, {used:.3} s of CPU",
+        warnings.len()
+    );
     assert!(used < 0.3, "the waiting process used {used:.3} s of CPU");
 }
 

@@ -195,7 +195,7 @@ fn runs() -> usize {
     std::env::var("FUSE_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2)
+        .unwrap_or(3)
 }
 
 #[test]
