@@ -506,7 +506,7 @@ impl Balancer {
     fn log_events(&mut self, now: f64) {
         for e in self.rank.drain_events() {
             if let crate::policy::Event::Recovered { error } = &e {
-                crate::error::warn(self.comm.rank(), error);
+                self.board.warn(error); // one whole line, repeats rate-limited
                 self.warnings.push(error.clone());
             }
             self.monitor.event(now, &e);

@@ -207,7 +207,8 @@ fn corrupt_sos_is_an_error_naming_the_path_and_reset_repairs_it() {
     assert_eq!((got, seen), (Locked::Done, Some(fresh)));
 
     // A record of another rank, or a malformed id set, is corrupt too.
-    std::fs::write(&path, format::encode(&Sos::default())).unwrap();
+    // (Written with a high write number: a lower one reads as an older copy.)
+    std::fs::write(&path, format::encode_record(&Sos::default(), 1 << 40)).unwrap();
     let err = other.with_sos(1, Access::Wait, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("rank 0, not 1"), "{err}");
     let tail: IdSet = ron::from_str("[(9, 3)]").unwrap();
@@ -220,7 +221,7 @@ fn corrupt_sos_is_an_error_naming_the_path_and_reset_repairs_it() {
         }),
         aids: vec![],
     };
-    std::fs::write(&path, format::encode(&sos)).unwrap();
+    std::fs::write(&path, format::encode_record(&sos, 1 << 41)).unwrap();
     let err = other.with_sos(1, Access::Try, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("malformed"), "{err}");
 }
@@ -370,28 +371,260 @@ fn operations_are_counted() {
     board.read_index().unwrap();
     let per_read = board.ops();
     assert!((1..=4).contains(&per_read), "{per_read}");
-    // Own SOS, unchanged: lock, read, unlock.
+    // Own SOS, unchanged: lock, fresh open, read, unlock.
     let before = board.ops();
     board.with_sos(0, Access::Wait, &mut |_| {}).unwrap();
-    assert_eq!(board.ops() - before, 3);
-    // Changed: lock, read, write, set_len, fsync, unlock (set_len only if shorter).
+    assert_eq!(board.ops() - before, 4);
+    // Changed: lock, fresh open, read, fresh open, write, fsync, unlock
+    // (files are padded and never shrink: no truncation).
     let before = board.ops();
     board
         .with_sos(0, Access::Wait, &mut |s| {
             s.state = SosState::Open(post(IdSet::from_range(0..9)))
         })
         .unwrap();
-    assert_eq!(board.ops() - before, 5);
+    assert_eq!(board.ops() - before, 7);
     let before = board.ops();
     board
         .with_sos(0, Access::Wait, &mut |s| s.state = SosState::Closed)
         .unwrap();
-    assert_eq!(board.ops() - before, 6);
+    assert_eq!(board.ops() - before, 7);
     // Another rank's SOS: opened once, on first use.
     let before = board.ops();
     board.with_sos(1, Access::Try, &mut |_| {}).unwrap_err();
     let _other = job.join(1, 2);
     board.with_sos(1, Access::Try, &mut |_| {}).unwrap();
     board.with_sos(1, Access::Try, &mut |_| {}).unwrap();
-    assert_eq!(board.ops() - before, 1 + 1 + 3 + 3);
+    assert_eq!(board.ops() - before, 1 + 1 + 4 + 4);
+}
+
+/// The child half of `a_long_lock_wait_warns_with_back_off_and_sleeps`: join
+/// the job named by `SOSLB_TEST_WAIT_JOB` as rank 0 and wait for the lock of
+/// rank 1's SOS file, which the parent holds.
+#[test]
+fn lock_wait_child() {
+    let Some(job) = std::env::var_os("SOSLB_TEST_WAIT_JOB") else {
+        return; // only run as the child
+    };
+    let mut board = FileBoard::join(Path::new(&job), 0, 2)
+        .unwrap()
+        .with_wait_warning(Duration::from_millis(300));
+    let got = board.with_sos(1, Access::Wait, &mut |_| {}).unwrap();
+    assert_eq!(got, Locked::Done);
+}
+
+#[test]
+fn a_long_lock_wait_warns_with_back_off_and_sleeps() {
+    let job = TempJob::new(2);
+    let mut holder = job.join(1, 2);
+    assert_eq!(holder.lock_sos(1, Access::Try).unwrap(), Locked::Done);
+    // SAFETY: getrusage fills the struct it is given.
+    let cpu = || {
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+        let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+        s(u.ru_utime) + s(u.ru_stime)
+    };
+    let cpu0 = cpu();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "lock_wait_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SOSLB_TEST_WAIT_JOB", job.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Waits of 0.3, 0.6 and 1.2 s warn; then the lock is released at 2 s.
+    thread::sleep(Duration::from_millis(2000));
+    holder.unlock_sos(1).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let path = job.path().join("sos/1.ron");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("soslb: warning: rank 0: waited "))
+        .collect();
+    assert_eq!(warnings.len(), 3, "{stderr}");
+    for w in &warnings {
+        assert!(
+            w.ends_with(&format!(
+                "s for the lock of {}; still waiting",
+                path.display()
+            )),
+            "{w}"
+        );
+    }
+    // The waiter slept: far below one core over 2 s (the test harness
+    // itself included).
+    let used = cpu() - cpu0;
+    eprintln!(
+        "a 2 s lock wait: {} warnings, {used:.3} s of CPU",
+        warnings.len()
+    );
+    assert!(used < 0.3, "the waiting process used {used:.3} s of CPU");
+}
+
+fn open_sos(rank: usize, tail: std::ops::Range<u64>) -> Sos {
+    Sos {
+        rank,
+        seq: 1,
+        state: SosState::Open(post(IdSet::from_range(tail))),
+        aids: vec![],
+    }
+}
+
+/// Take one id from the back of the tail of `rank`'s SOS.
+fn take_one(board: &mut FileBoard, rank: usize) -> soslb::Result<Locked> {
+    board.with_sos(rank, Access::Wait, &mut |s| {
+        if let SosState::Open(p) = &mut s.state {
+            let ids = p.tail.take_back(1);
+            s.aids.push(Aid {
+                helper: 0,
+                ids,
+                at: 0.0,
+                speed: 1.0,
+            });
+        }
+    })
+}
+
+#[test]
+fn a_file_replaced_by_rename_is_reported_and_the_owner_reset_repairs_it() {
+    let job = TempJob::new(2);
+    let mut owner = job.join(1, 2);
+    let mut helper = job.join(0, 2);
+    let path = owner.sos_path(1);
+    owner
+        .with_sos(1, Access::Wait, &mut |s| *s = open_sos(1, 0..50))
+        .unwrap();
+    take_one(&mut helper, 1).unwrap();
+    // A copy now, more help, then the copy put back by rename.
+    let copy = job.path().join("copy.ron");
+    std::fs::copy(&path, &copy).unwrap();
+    take_one(&mut helper, 1).unwrap();
+    std::fs::rename(&copy, &path).unwrap();
+    for board in [&mut helper, &mut owner] {
+        let err = take_one(board, 1).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::Corrupt { .. }), "{msg}");
+        assert!(
+            msg.contains(&*path.to_string_lossy()) && msg.contains("replaced"),
+            "{msg}"
+        );
+    }
+    // The owner's reset locks and writes the file now at the path; every
+    // rank then reads it.
+    let closed = Sos {
+        rank: 1,
+        seq: 2,
+        ..Sos::default()
+    };
+    owner.reset_sos(&closed).unwrap();
+    let mut seen = None;
+    helper
+        .with_sos(1, Access::Wait, &mut |s| seen = Some(s.clone()))
+        .unwrap();
+    assert_eq!(seen, Some(closed));
+    // And the locks work on it: held by one, busy for the other.
+    assert_eq!(owner.lock_sos(1, Access::Try).unwrap(), Locked::Done);
+    assert_eq!(
+        helper.with_sos(1, Access::Try, &mut |_| {}).unwrap(),
+        Locked::Busy
+    );
+    owner.unlock_sos(1).unwrap();
+}
+
+#[test]
+fn an_older_copy_written_in_place_is_reported_as_replaced() {
+    let job = TempJob::new(2);
+    let mut owner = job.join(1, 2);
+    let mut helper = job.join(0, 2);
+    let path = owner.sos_path(1);
+    owner
+        .with_sos(1, Access::Wait, &mut |s| *s = open_sos(1, 0..50))
+        .unwrap();
+    let old = std::fs::read(&path).unwrap();
+    take_one(&mut helper, 1).unwrap();
+    // `cp old sos/1.ron`: same file, older content, valid checksum.
+    std::fs::write(&path, &old).unwrap();
+    let msg = take_one(&mut helper, 1).unwrap_err().to_string();
+    assert!(
+        msg.contains("replaced") && msg.contains("went back"),
+        "{msg}"
+    );
+    // (A rank whose last look is older than the copy cannot tell: here the
+    // owner, which has not looked since the helper took.)
+}
+
+#[test]
+fn a_torn_body_under_the_lock_is_read_again_before_it_is_corrupt() {
+    let job = TempJob::new(2);
+    let mut owner = job.join(1, 2);
+    let mut helper = job.join(0, 2);
+    let path = owner.sos_path(1);
+    owner
+        .with_sos(1, Access::Wait, &mut |s| *s = open_sos(1, 0..50))
+        .unwrap();
+    let good = std::fs::read(&path).unwrap();
+    // Cut, as a stale cached size would, and whole again 30 ms later.
+    let header = good.iter().position(|&b| b == b'\n').unwrap();
+    std::fs::write(&path, &good[..header + 10]).unwrap();
+    let restore = {
+        let (path, good) = (path.clone(), good.clone());
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(30));
+            std::fs::write(&path, &good).unwrap();
+        })
+    };
+    take_one(&mut helper, 1).unwrap();
+    restore.join().unwrap();
+    assert_eq!(helper.rereads(), 1);
+    // Empty for good: corrupt after the re-reads, naming the file.
+    std::fs::write(&path, b"").unwrap();
+    let t = Instant::now();
+    let msg = take_one(&mut helper, 1).unwrap_err().to_string();
+    assert!(
+        msg.contains(&*path.to_string_lossy())
+            && msg.contains("empty file")
+            && msg.contains("5 times through fresh opens"),
+        "{msg}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+}
+
+#[test]
+fn files_are_padded_and_never_shrink() {
+    let job = TempJob::new(1);
+    let mut board = job.join(0, 1);
+    let path = board.sos_path(0);
+    let len = || std::fs::metadata(&path).unwrap().len();
+    assert_eq!(len(), format::BLOCK as u64);
+    // A long tail of many ranges grows the file by whole blocks ...
+    let mut tail = IdSet::new();
+    for k in 0..800 {
+        tail.insert(3 * k..3 * k + 1);
+    }
+    board
+        .with_sos(0, Access::Wait, &mut |s| {
+            s.seq = 1;
+            s.state = SosState::Open(post(tail.clone()));
+        })
+        .unwrap();
+    let grown = len();
+    assert!(grown > format::BLOCK as u64 && grown % format::BLOCK as u64 == 0);
+    // ... and a short body later keeps the size.
+    board
+        .with_sos(0, Access::Wait, &mut |s| s.state = SosState::Closed)
+        .unwrap();
+    assert_eq!(len(), grown);
+    let mut seen = None;
+    board
+        .with_sos(0, Access::Wait, &mut |s| seen = Some(s.state.clone()))
+        .unwrap();
+    assert_eq!(seen, Some(SosState::Closed));
 }

@@ -342,3 +342,169 @@ fn measured_sites_on_emulated_hosts() {
         );
     }
 }
+
+/// The job directory of a run in `dir`: the only directory under `signals/`
+/// (whatever its name), once rank 0 has made it.
+fn wait_job_dir(dir: &Path, deadline: std::time::Instant) -> PathBuf {
+    loop {
+        let dirs: Vec<PathBuf> = std::fs::read_dir(dir.join("signals"))
+            .map(|d| {
+                d.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let [one] = &dirs[..] {
+            return one.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no job directory");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// AID records in the SOS file at `path` (read without its lock: a hint).
+fn aid_count(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .matches("helper:")
+        .count()
+}
+
+/// Run `midrun` and, once rank 15's SOS file holds its first AID record,
+/// damage it with `fault`. The run must compute every id, and any id
+/// computed twice must come with a warning naming the file: no silent
+/// duplicates. Returns the result line and the warnings.
+fn damage_sos_after_first_aid(name: &str, fault: impl FnOnce(&Path)) -> (String, Vec<String>) {
+    use std::time::{Duration, Instant};
+    let dir = temp_dir(name);
+    let path = scenario_path("midrun");
+    let env = [("SOSLB_WARMUP", "0.5")];
+    let mut cmd = mpirun(
+        16,
+        &example("emulate"),
+        &[path.to_str().unwrap(), "full"],
+        &dir,
+        &env,
+    );
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let sos = wait_job_dir(&dir, deadline).join("sos/15.ron");
+    while aid_count(&sos) == 0 {
+        assert!(Instant::now() < deadline, "nobody helped rank 15");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    fault(&sos);
+    let out = child.wait_with_output().expect("mpirun ends");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let result = stdout.lines().last().unwrap_or_default().to_string();
+    assert_eq!(field(&result, "missing"), Some("0"), "{result}\n{stderr}");
+    let named: Vec<String> = stderr
+        .lines()
+        .filter(|l| l.contains(&sos.display().to_string()))
+        .map(String::from)
+        .collect();
+    let duplicates: u64 = field(&result, "duplicates")
+        .and_then(|d| d.parse().ok())
+        .expect("a duplicates= field");
+    assert!(
+        duplicates == 0 || !named.is_empty(),
+        "{duplicates} ids computed twice without a warning naming {}:\n{result}\n{stderr}",
+        sos.display()
+    );
+    // The damage is seen, whatever it cost.
+    assert!(
+        !named.is_empty(),
+        "nothing names {}:\n{stderr}",
+        sos.display()
+    );
+    eprintln!("{name}: {result}\n  {}", named.join("\n  "));
+    // Each warning is a whole line, and repeats are rate-limited.
+    assert!(named.len() <= 16 * 3, "{} warnings: {stderr}", named.len());
+    let _ = std::fs::remove_dir_all(dir);
+    (result, named)
+}
+
+#[test]
+fn garbage_written_into_an_open_sos_file_after_help_began_is_reported() {
+    damage_sos_after_first_aid("garbage", |sos| {
+        std::fs::write(sos, "garbage\u{0}\u{ff} (rank: 15, seq").unwrap();
+    });
+}
+
+#[test]
+fn an_open_sos_file_emptied_after_help_began_is_reported() {
+    damage_sos_after_first_aid("empty", |sos| std::fs::write(sos, "").unwrap());
+}
+
+#[test]
+fn a_stale_copy_renamed_over_an_open_sos_file_is_reported_as_replaced() {
+    let (_, named) = damage_sos_after_first_aid("renamed", |sos| {
+        // `cp` now, `mv` back once more help was recorded.
+        let copy = sos.with_extension("copy");
+        std::fs::copy(sos, &copy).unwrap();
+        let n = aid_count(sos);
+        let t = std::time::Instant::now();
+        while aid_count(sos) < n + 2 && t.elapsed() < std::time::Duration::from_millis(500) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        std::fs::rename(&copy, sos).unwrap();
+    });
+    assert!(named.iter().any(|l| l.contains("replaced")), "{named:#?}");
+}
+
+#[test]
+fn a_lost_job_directory_gives_few_whole_warning_lines() {
+    use std::time::{Duration, Instant};
+    let dir = temp_dir("lost");
+    let path = scenario_path("midrun");
+    let mut cmd = mpirun(
+        16,
+        &example("emulate"),
+        &[path.to_str().unwrap(), "full"],
+        &dir,
+        &[("SOSLB_WARMUP", "0.5")],
+    );
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let job = wait_job_dir(&dir, deadline);
+    while !std::fs::read_to_string(job.join("open.ron"))
+        .unwrap_or_default()
+        .contains("rank:15")
+    {
+        assert!(Instant::now() < deadline, "rank 15 never opened an SOS");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The job directory vanishes (moved away: kept for inspection).
+    std::fs::rename(&job, dir.join("lost")).unwrap();
+    let out = child.wait_with_output().expect("mpirun ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let soslb: Vec<&str> = stderr.lines().filter(|l| l.contains("soslb")).collect();
+    eprintln!(
+        "lost job directory: status {}, {} lines naming soslb:\n{}",
+        out.status,
+        soslb.len(),
+        soslb.join("\n")
+    );
+    // Whole lines: every line about soslb starts as one.
+    for l in &soslb {
+        assert!(
+            l.starts_with("soslb: ") || l.starts_with("emulate: rank "),
+            "a broken line: {l:?}"
+        );
+    }
+    // One line per rank and per problem, not one per poll.
+    assert!(soslb.len() <= 16 * 4, "{} lines", soslb.len());
+    let _ = std::fs::remove_dir_all(dir);
+}

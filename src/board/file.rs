@@ -9,18 +9,28 @@
 //!   log/           monitor logs
 //! ```
 //!
-//! Rules followed here, because of what an NFS client caches:
+//! Rules followed here, because of what an NFS or FUSE client caches:
 //! - every file is created at init; afterwards none is created, renamed or
 //!   deleted, and `stat` or directory listings never decide anything;
-//! - one descriptor per locked file per process, kept for the run (NFS turns
-//!   `flock` into POSIX record locks, which any `close` of the file drops);
-//!   locks are only ever tried, in a loop with a back-off (a blocked NFSv4
-//!   lock may be re-polled only every 30 s);
-//! - a locked update reads, modifies, writes in place at offset 0, truncates,
-//!   `fsync`s, then unlocks; `open.ron` is also read without a lock (open,
-//!   read, close: the open revalidates), a torn body is then answered `None`.
+//! - one descriptor per locked file per process, kept for the run, carries
+//!   the lock (NFS turns `flock` into POSIX record locks); locks are only
+//!   ever tried, in a loop with a sleeping back-off (a blocked NFSv4 lock
+//!   may be re-polled only every 30 s);
+//! - under the lock, the file is read through a fresh `open` (close-to-open
+//!   revalidation: a kept descriptor may serve stale pages and a stale
+//!   size), after a `statx` that asks the file system for the true size; a
+//!   short or torn body is read again a few times before it is corrupt;
+//! - the fresh descriptor must be on the file the kept one locks (device and
+//!   inode), and the file's write number must not go back: otherwise the
+//!   file was replaced, and that is reported;
+//! - a locked update writes in place at offset 0 through the fresh
+//!   descriptor, padded to a whole number of blocks (files never shrink, so
+//!   a cached size rarely cuts a body), `fsync`s, closes it, then unlocks;
+//!   `open.ron` is also read without a lock (open, read, close), a torn body
+//!   is then answered `None`.
 
 use super::format::{self, Decoded};
+use super::warn::Warnings;
 use super::{Access, Board, Locked, OpenIndex, Sos, SosState};
 use crate::error::{Error, Result};
 use fs2::FileExt;
@@ -30,7 +40,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What rank 0 records in `job.ron`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,7 +96,8 @@ fn create_file<T: Serialize>(path: &Path, body: &T) -> Result<File> {
             },
             _ => Error::io(path, e),
         })?;
-    file.write_all(format::encode(body).as_bytes())
+    let text = format::encode_record(body, CREATED_WSEQ);
+    file.write_all(&format::pad(&text, format::padded_len(text.len(), 0)))
         .and_then(|()| file.sync_all())
         .map_err(|e| Error::io(path, e))?;
     Ok(file)
@@ -95,7 +106,10 @@ fn create_file<T: Serialize>(path: &Path, body: &T) -> Result<File> {
 /// Read the whole file `path` (no lock) and decode it.
 fn read_file<T: DeserializeOwned>(path: &Path) -> Result<Decoded<T>> {
     let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
-    format::decode(&String::from_utf8_lossy(&bytes), path)
+    Ok(match format::decode_record(&bytes, path)? {
+        Decoded::Body(r) => Decoded::Body(r.body),
+        Decoded::Torn(why) => Decoded::Torn(why),
+    })
 }
 
 /// A lock error: `ENOLCK` (no lock service, NFS `nolock`) becomes
@@ -157,11 +171,88 @@ pub fn create_job(job_dir: &Path, job: &JobInfo) -> Result<()> {
     Ok(())
 }
 
-/// Counts file operations and injects a storage latency before each.
-#[derive(Debug, Default)]
+/// Identity of an open file: device and inode numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+/// Identity and size of an open file, asking the file system itself rather
+/// than the client's attribute cache where the kernel allows it
+/// (`statx(AT_STATX_FORCE_SYNC)`: FUSE and NFS clients then refresh the
+/// cached size, so that a following read is not cut by a stale one).
+fn fresh_stat(file: &File) -> io::Result<(FileId, u64)> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a valid descriptor, an empty C string with AT_EMPTY_PATH,
+        // and a writable statx buffer.
+        let mut st: libc::statx = unsafe { std::mem::zeroed() };
+        let rc = unsafe {
+            libc::statx(
+                file.as_raw_fd(),
+                c"".as_ptr(),
+                libc::AT_EMPTY_PATH | libc::AT_STATX_FORCE_SYNC,
+                libc::STATX_INO | libc::STATX_SIZE,
+                &mut st,
+            )
+        };
+        if rc == 0 {
+            let dev = libc::makedev(st.stx_dev_major, st.stx_dev_minor);
+            #[allow(clippy::unnecessary_cast)] // dev_t's width differs between targets
+            let id = FileId {
+                dev: dev as u64,
+                ino: st.stx_ino,
+            };
+            return Ok((id, st.stx_size));
+        }
+        let e = io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EINVAL)) {
+            return Err(e);
+        }
+    }
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata()?;
+    Ok((
+        FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        },
+        m.len(),
+    ))
+}
+
+/// Re-reads of a short or torn body under the lock, each through a fresh
+/// `open`, before it counts as corrupt, and the pause before each: all of
+/// them for [`Access::Wait`] (the owner, who recovers), the first
+/// [`TRY_REREADS`] for [`Access::Try`] (a helper, which only skips the file
+/// and should not keep the lock from the owner).
+const REREAD_PAUSES_MS: [u64; 4] = [5, 20, 60, 150];
+
+/// Re-reads of a helper ([`Access::Try`]); see [`REREAD_PAUSES_MS`].
+const TRY_REREADS: usize = 2;
+
+/// After a [`Access::Try`] access found a file corrupt, further such
+/// accesses answer the same error without touching the file for this long,
+/// doubling up to [`MAX_SHUN`] while it stays corrupt: helpers must not
+/// keep the lock from the owner that repairs it.
+const FIRST_SHUN: Duration = Duration::from_millis(500);
+
+/// The longest pause of [`FIRST_SHUN`].
+const MAX_SHUN: Duration = Duration::from_secs(8);
+
+/// Counts file operations, injects a storage latency before each, and
+/// warns about long lock waits.
+#[derive(Debug)]
 struct Meter {
     ops: u64,
     delay: Duration,
+    rank: usize,
+    /// A lock wait longer than this prints a warning (then again with back-off).
+    wait_warning: Duration,
+    /// Re-reads of short or torn bodies under a lock (that then read whole).
+    rereads: u64,
 }
 
 impl Meter {
@@ -173,8 +264,16 @@ impl Meter {
     }
 
     /// Take the exclusive lock of `file`: `false` if busy ([`Access::Try`]).
+    ///
+    /// [`Access::Wait`] tries again after sleeping 0.2 ms, doubling up to
+    /// 20 ms: no spinning, and no blocking call (a blocked NFSv4 lock request
+    /// may be retried by the client only every 30 s). After `wait_warning`
+    /// one line names the file and the wait, then again after twice as
+    /// long, and so on.
     fn lock(&mut self, file: &File, path: &Path, access: Access) -> Result<bool> {
         let mut backoff = Duration::from_micros(200);
+        let start = Instant::now();
+        let mut warn_at = self.wait_warning;
         loop {
             self.tick();
             match file.try_lock_exclusive() {
@@ -184,6 +283,16 @@ impl Meter {
             }
             if access == Access::Try {
                 return Ok(false);
+            }
+            let waited = start.elapsed();
+            if waited >= warn_at {
+                super::warn::print_line(&format!(
+                    "soslb: warning: rank {}: waited {:.1} s for the lock of {}; still waiting",
+                    self.rank,
+                    waited.as_secs_f64(),
+                    path.display()
+                ));
+                warn_at = waited * 2;
             }
             thread::sleep(backoff);
             backoff = (backoff * 2).min(Duration::from_millis(20));
@@ -195,6 +304,22 @@ impl Meter {
         FileExt::unlock(file).map_err(|e| lock_error(path, e))
     }
 
+    /// Open `path` afresh (the open revalidates what the client cached),
+    /// for writing too if `write`, and learn its identity and true size.
+    ///
+    /// Reads open read-only: closing a descriptor open for writing would
+    /// wake the watchers of the file as a write does.
+    fn open_fresh(&mut self, path: &Path, write: bool) -> Result<(File, FileId, u64)> {
+        self.tick();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(write)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        let (id, size) = fresh_stat(&file).map_err(|e| Error::io(path, e))?;
+        Ok((file, id, size))
+    }
+
     fn read(&mut self, mut file: &File, path: &Path) -> Result<Vec<u8>> {
         self.tick();
         let mut bytes = Vec::new();
@@ -204,61 +329,251 @@ impl Meter {
         Ok(bytes)
     }
 
-    /// Rewrite `file` in place: write at 0, truncate (unless `old_len`
-    /// shows the file cannot be longer), `fsync`.
-    fn write(
-        &mut self,
-        mut file: &File,
-        path: &Path,
-        text: &str,
-        old_len: Option<usize>,
-    ) -> Result<()> {
+    /// Rewrite `file` in place with `text` padded to its block size (a file
+    /// never shrinks), then `fsync`.
+    fn write(&mut self, mut file: &File, path: &Path, text: &str, size: u64) -> Result<()> {
         let io = |e| Error::io(path, e);
+        let bytes = format::pad(text, format::padded_len(text.len(), size));
         self.tick();
         file.seek(SeekFrom::Start(0))
-            .and_then(|_| file.write_all(text.as_bytes()))
+            .and_then(|_| file.write_all(&bytes))
             .map_err(io)?;
-        if old_len.is_none_or(|old| old > text.len()) {
+        if size > bytes.len() as u64 {
             self.tick();
-            file.set_len(text.len() as u64).map_err(io)?;
+            file.set_len(bytes.len() as u64).map_err(io)?;
         }
         self.tick();
         file.sync_data().map_err(io)
     }
+}
 
-    /// Lock `file`, run `body`, unlock (also after an error or a panic).
-    fn locked(
-        &mut self,
-        file: &File,
-        path: &Path,
-        access: Access,
-        body: impl FnOnce(&mut Self) -> Result<()>,
-    ) -> Result<Locked> {
-        if !self.lock(file, path, access)? {
+/// One signal file of the job, as this rank sees it.
+#[derive(Debug)]
+struct Signal {
+    path: PathBuf,
+    /// The descriptor that carries the lock, kept for the run, and the
+    /// identity of the file it was opened on. `None` until first used, or
+    /// after the file was found replaced.
+    kept: Option<(File, FileId)>,
+    /// The highest write number this rank has read or written.
+    wseq: u64,
+    /// While locked: the record was read (a write is then the next write
+    /// number; without a read it starts a new epoch).
+    read_done: bool,
+    locked: bool,
+    /// How the lock was taken.
+    access: Access,
+    /// The kept descriptor is on a file that was replaced: drop it at unlock.
+    replaced: bool,
+    /// After a corrupt read by [`Access::Try`]: the error, and until when
+    /// further such accesses answer it without touching the file.
+    shunned: Option<(Instant, String)>,
+    /// The next pause of [`FIRST_SHUN`].
+    shun: Duration,
+}
+
+impl Signal {
+    fn new(path: PathBuf) -> Signal {
+        Signal {
+            path,
+            kept: None,
+            wseq: 0,
+            read_done: false,
+            locked: false,
+            access: Access::Wait,
+            replaced: false,
+            shunned: None,
+            shun: FIRST_SHUN,
+        }
+    }
+
+    fn corrupt(&self, reason: String) -> Error {
+        Error::Corrupt {
+            path: self.path.clone(),
+            reason,
+        }
+    }
+
+    /// Step 1: take the lock of the kept descriptor (opened on first use).
+    fn lock(&mut self, m: &mut Meter, access: Access) -> Result<Locked> {
+        if self.locked {
+            return Err(Error::Internal(format!(
+                "{} locked twice by one rank",
+                self.path.display()
+            )));
+        }
+        if self.kept.is_none() {
+            m.tick();
+            let file = open_rw(&self.path)?;
+            let (id, _) = fresh_stat(&file).map_err(|e| Error::io(&self.path, e))?;
+            self.kept = Some((file, id));
+        }
+        let Some((file, _)) = &self.kept else {
+            return Err(Error::Internal("kept descriptor vanished".into()));
+        };
+        if !m.lock(file, &self.path, access)? {
             return Ok(Locked::Busy);
         }
+        self.locked = true;
+        self.access = access;
+        Ok(Locked::Done)
+    }
+
+    fn require_lock(&self, what: &str) -> Result<()> {
+        if self.locked {
+            Ok(())
+        } else {
+            Err(Error::Internal(format!(
+                "{what} of {} without its lock",
+                self.path.display()
+            )))
+        }
+    }
+
+    /// Open the file afresh under the lock and check that it is the file
+    /// whose descriptor holds the lock: a file put in place by `rename`
+    /// (`cp` + `mv`, `sed -i`, a restore) is not, and is reported replaced.
+    fn open_fresh(&mut self, m: &mut Meter, write: bool) -> Result<(File, u64)> {
+        let (file, id, size) = m.open_fresh(&self.path, write)?;
+        let kept = self.kept.as_ref().map(|k| k.1);
+        if kept != Some(id) {
+            self.replaced = true;
+            return Err(self.corrupt(format!(
+                "replaced: the file at this path is not the one this rank locked (inode {} \
+                 instead of {}): another file was put in place by rename (cp and mv, sed -i, \
+                 a restore?) while the job ran",
+                id.ino,
+                kept.map_or(0, |k| k.ino)
+            )));
+        }
+        Ok((file, size))
+    }
+
+    /// Step 2: read and decode the record under the lock, through a fresh
+    /// `open`. A short or torn body is read again a few times, each through
+    /// a fresh `open`, before it is [`Error::Corrupt`]; so is a file
+    /// replaced, or whose write number went back.
+    fn read<T: DeserializeOwned>(&mut self, m: &mut Meter) -> Result<T> {
+        self.require_lock("a read")?;
+        self.read_done = false;
+        let mut attempt = 0;
+        let record = loop {
+            let (file, _) = self.open_fresh(m, false)?;
+            let bytes = m.read(&file, &self.path)?;
+            drop(file);
+            match format::decode_record::<T>(&bytes, &self.path)? {
+                Decoded::Body(r) => {
+                    if attempt > 0 {
+                        m.rereads += 1;
+                    }
+                    break r;
+                }
+                Decoded::Torn(reason) => {
+                    let rereads = match self.access {
+                        Access::Wait => REREAD_PAUSES_MS.len(),
+                        Access::Try => TRY_REREADS,
+                    };
+                    let pause = REREAD_PAUSES_MS.get(attempt).filter(|_| attempt < rereads);
+                    let Some(&pause) = pause else {
+                        return Err(self.corrupt(format!(
+                            "{reason}, although read under the file's lock, {} times through \
+                             fresh opens",
+                            attempt + 1
+                        )));
+                    };
+                    attempt += 1;
+                    thread::sleep(Duration::from_millis(pause));
+                }
+            }
+        };
+        if record.wseq < self.wseq {
+            return Err(self.corrupt(format!(
+                "replaced: its write number went back from {} to {}: an older copy of the file \
+                 was put in place while the job ran (cp, mv, sed -i, a restore?)",
+                self.wseq, record.wseq
+            )));
+        }
+        self.wseq = record.wseq;
+        self.read_done = true;
+        Ok(record.body)
+    }
+
+    /// Step 3: write `body` under the lock, in place, through a fresh
+    /// `open` of the locked file: as the next write number after a
+    /// [`Signal::read`], or without one (a reset) as the first write of a
+    /// new epoch, above every number any rank can remember.
+    fn write<T: Serialize>(&mut self, m: &mut Meter, body: &T) -> Result<()> {
+        self.require_lock("a write")?;
+        let (file, size) = self.open_fresh(m, true)?;
+        let wseq = if self.read_done {
+            self.wseq + 1
+        } else {
+            ((self.wseq >> 32) + 1) << 32
+        };
+        let text = format::encode_record(body, wseq);
+        m.write(&file, &self.path, &text, size)?;
+        self.wseq = wseq;
+        self.read_done = true;
+        Ok(())
+    }
+
+    /// Step 4: release the lock (a fresh descriptor is closed first; a kept
+    /// descriptor on a replaced file is dropped, so the next lock is taken
+    /// on the file now at the path).
+    fn unlock(&mut self, m: &mut Meter) -> Result<()> {
+        self.require_lock("an unlock")?;
+        self.read_done = false;
+        self.locked = false;
+        let Some((file, _)) = &self.kept else {
+            return Err(Error::Internal("kept descriptor vanished".into()));
+        };
+        let r = m.unlock(file, &self.path);
+        if std::mem::take(&mut self.replaced) {
+            self.kept = None;
+        }
+        r
+    }
+
+    /// Lock, run `body`, unlock (also after an error or a panic).
+    fn locked<R>(
+        &mut self,
+        m: &mut Meter,
+        access: Access,
+        body: impl FnOnce(&mut Self, &mut Meter) -> Result<R>,
+    ) -> Result<Option<R>> {
+        if self.lock(m, access)? == Locked::Busy {
+            return Ok(None);
+        }
         /// Releases the lock if `body` panics.
-        struct Guard<'a>(Option<&'a File>);
-        impl Drop for Guard<'_> {
+        struct Guard(Option<std::os::fd::RawFd>);
+        impl Drop for Guard {
             fn drop(&mut self) {
-                if let Some(file) = self.0 {
-                    let _ = FileExt::unlock(file);
+                if let Some(fd) = self.0 {
+                    // SAFETY: flock on a descriptor that is open (owned by
+                    // the kept File, which outlives this guard).
+                    unsafe { libc::flock(fd, libc::LOCK_UN) };
                 }
             }
         }
-        let mut guard = Guard(Some(file));
-        let result = body(self);
-        guard.0 = None;
-        let unlocked = self.unlock(file, path);
-        result.and(unlocked).map(|()| Locked::Done)
+        let result = {
+            use std::os::fd::AsRawFd;
+            // The kept descriptor stays open while `body` runs (it is only
+            // dropped at unlock); a panic unlocks it.
+            let mut guard = Guard(self.kept.as_ref().map(|k| k.0.as_raw_fd()));
+            let r = body(self, m);
+            guard.0 = None;
+            r
+        };
+        let unlocked = self.unlock(m);
+        let r = result?;
+        unlocked.map(|()| Some(r))
     }
 
-    /// Under the lock of `file`: read the record, `check` it, run `f`, and
-    /// write it back if it changed.
+    /// Under the lock: read the record, `check` it, run `f`, and write it
+    /// back if it changed.
     fn update<T>(
         &mut self,
-        file: &File,
-        path: &Path,
+        m: &mut Meter,
         access: Access,
         check: impl Fn(&T) -> Result<()>,
         f: &mut dyn FnMut(&mut T),
@@ -266,25 +581,75 @@ impl Meter {
     where
         T: Serialize + DeserializeOwned + PartialEq + Clone,
     {
-        self.locked(file, path, access, |m| {
-            let bytes = m.read(file, path)?;
-            let mut record: T = match format::decode(&String::from_utf8_lossy(&bytes), path)? {
-                Decoded::Body(r) => r,
-                Decoded::Torn(reason) => {
-                    return Err(Error::Corrupt {
-                        path: path.to_owned(),
-                        reason: format!("{reason}, although read under the file's lock"),
-                    });
-                }
-            };
+        // The same words as the first time: the warnings' rate limit folds them.
+        if access == Access::Try
+            && let Some((until, reason)) = &self.shunned
+            && Instant::now() < *until
+        {
+            return Err(self.corrupt(reason.clone()));
+        }
+        let done = self.locked(m, access, |s, m| {
+            let mut record: T = s.read(m)?;
             check(&record)?;
             let before = record.clone();
             f(&mut record);
-            if record == before {
-                return Ok(());
+            if record != before {
+                s.write(m, &record)?;
             }
-            m.write(file, path, &format::encode(&record), Some(bytes.len()))
+            Ok(())
+        });
+        match &done {
+            Err(Error::Corrupt { reason, .. }) if access == Access::Try => {
+                self.shunned = Some((Instant::now() + self.shun, reason.clone()));
+                self.shun = (self.shun * 2).min(MAX_SHUN);
+            }
+            Ok(Some(())) => {
+                self.shunned = None;
+                self.shun = FIRST_SHUN;
+            }
+            _ => {}
+        }
+        Ok(if done?.is_some() {
+            Locked::Done
+        } else {
+            Locked::Busy
         })
+    }
+
+    /// Overwrite the record without reading it (the recovery from a corrupt
+    /// or replaced file): the lock is taken on the file now at the path.
+    fn reset<T: Serialize>(&mut self, m: &mut Meter, body: &T) -> Result<()> {
+        for _ in 0..3 {
+            let r = self.locked(m, Access::Wait, |s, m| s.write(m, body));
+            match r {
+                Err(Error::Corrupt { .. }) if self.kept.is_none() => continue,
+                r => return r.map(drop),
+            }
+        }
+        Err(self.corrupt("replaced again and again while this rank reset it".into()))
+    }
+
+    /// Read the record without the lock (open, read, close: the open
+    /// revalidates). `None` when a write was caught midway.
+    fn read_unlocked<T: DeserializeOwned>(&mut self, m: &mut Meter) -> Result<Option<T>> {
+        // No `statx` here: a helper's poll should cost the server one open
+        // and one read; a body cut by a cached size is torn, read again later.
+        m.tick();
+        let file = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
+        let bytes = m.read(&file, &self.path)?;
+        drop(file);
+        match format::decode_record::<T>(&bytes, &self.path)? {
+            Decoded::Body(r) if r.wseq < self.wseq => Err(self.corrupt(format!(
+                "replaced: its write number went back from {} to {}: an older copy of the file \
+                 was put in place while the job ran (cp, mv, sed -i, a restore?)",
+                self.wseq, r.wseq
+            ))),
+            Decoded::Body(r) => {
+                self.wseq = r.wseq;
+                Ok(Some(r.body))
+            }
+            Decoded::Torn(_) => Ok(None),
+        }
     }
 }
 
@@ -321,15 +686,36 @@ fn check_sos(sos: &Sos, rank: usize, path: &Path) -> Result<()> {
 /// Each process (rank) owns one: its descriptors, opened once and kept for
 /// the run, carry the locks. Within one process, separate handles conflict
 /// through their locks as separate processes would (on a local file system).
+///
+/// # What a locked access guarantees
+///
+/// A locked access ([`Board::with_sos`], [`Board::with_index`]) takes the
+/// lock on the kept descriptor, then reads through a fresh `open` (which
+/// revalidates what the client cached), after asking the file system for
+/// the file's true size (`statx` with `AT_STATX_FORCE_SYNC`). A short or
+/// torn body is read again a few times, each time through a fresh `open`,
+/// before it is reported corrupt. It then checks that the file at the path
+/// is still the one whose descriptor holds the lock (device and inode), and
+/// that the file's write number has not gone back below the highest this
+/// rank has seen: a file replaced by `rename`, or an older copy written
+/// over it, is an [`Error::Corrupt`] whose reason says "replaced". Writes
+/// go through the fresh descriptor, padded to a multiple of
+/// [`format::BLOCK`] bytes (a file never shrinks), then `fsync`, then the
+/// lock is released.
+///
+/// The single steps of [`Board::with_sos`] are public too ([`FileBoard::lock_sos`],
+/// [`FileBoard::read_sos`], [`FileBoard::write_sos`], [`FileBoard::unlock_sos`]),
+/// so that tests can interleave the steps of several ranks.
 #[derive(Debug)]
 pub struct FileBoard {
     dir: PathBuf,
     rank: usize,
-    /// Kept descriptors of the SOS files, opened on first access.
-    sos: Vec<Option<File>>,
-    /// Kept descriptor of `open.ron`, for its lock.
-    index: File,
+    /// The SOS files, by rank.
+    sos: Vec<Signal>,
+    /// `open.ron`.
+    index: Signal,
     meter: Meter,
+    warnings: Warnings,
 }
 
 impl FileBoard {
@@ -344,19 +730,34 @@ impl FileBoard {
                 format!("rank {rank} is not below ranks = {ranks}"),
             ));
         }
-        let index = open_rw(&index_path(job_dir))?;
+        let mut index = Signal::new(index_path(job_dir));
+        let file = open_rw(&index.path)?;
+        let (id, _) = fresh_stat(&file).map_err(|e| Error::io(&index.path, e))?;
+        index.kept = Some((file, id));
         let own = Sos {
             rank,
             ..Sos::default()
         };
-        let mut sos: Vec<Option<File>> = (0..ranks).map(|_| None).collect();
-        sos[rank] = Some(create_file(&sos_path(job_dir, rank), &own)?);
+        let mut sos: Vec<Signal> = (0..ranks)
+            .map(|r| Signal::new(sos_path(job_dir, r)))
+            .collect();
+        let own_file = create_file(&sos[rank].path, &own)?;
+        let (id, _) = fresh_stat(&own_file).map_err(|e| Error::io(&sos[rank].path, e))?;
+        sos[rank].kept = Some((own_file, id));
+        sos[rank].wseq = CREATED_WSEQ;
         Ok(FileBoard {
             dir: job_dir.to_owned(),
             rank,
             sos,
             index,
-            meter: Meter::default(),
+            meter: Meter {
+                ops: 0,
+                delay: Duration::ZERO,
+                rank,
+                wait_warning: DEFAULT_WAIT_WARNING,
+                rereads: 0,
+            },
+            warnings: Warnings::new(rank),
         })
     }
 
@@ -366,10 +767,32 @@ impl FileBoard {
         self
     }
 
+    /// Warn on stderr when a lock has been waited for `d` (default 10 s):
+    /// `soslb: warning: rank R: waited N s for the lock of <path>; still
+    /// waiting`, then again each time the wait has doubled.
+    pub fn with_wait_warning(mut self, d: Duration) -> Self {
+        self.meter.wait_warning = d;
+        self
+    }
+
+    /// Print `soslb: warning: rank R: <message>` on stderr as one whole
+    /// line, unless the same problem (the message up to its digits) was
+    /// printed recently: repeats come after 5 s, 10 s, 20 s, ... at most
+    /// every 10 minutes, with the number left out. True if printed.
+    pub fn warn(&mut self, message: &str) -> bool {
+        self.warnings.warn(message)
+    }
+
     /// Number of file operations since [`join`](FileBoard::join) (open,
     /// lock attempt, read, write, truncate, fsync, unlock: each counts one).
     pub fn ops(&self) -> u64 {
         self.meter.ops
+    }
+
+    /// Number of locked reads that found a short or torn body and read it
+    /// whole on a later try (through a fresh `open`).
+    pub fn rereads(&self) -> u64 {
+        self.meter.rereads
     }
 
     /// This handle's rank.
@@ -396,26 +819,47 @@ impl FileBoard {
     pub fn log_dir(&self) -> PathBuf {
         self.dir.join("log")
     }
+
+    /// First step of [`Board::with_sos`]: take the lock of the SOS file of
+    /// `rank` ([`Locked::Busy`] if held elsewhere and `access` is
+    /// [`Access::Try`]).
+    pub fn lock_sos(&mut self, rank: usize, access: Access) -> Result<Locked> {
+        signal_of(&mut self.sos, rank)?.lock(&mut self.meter, access)
+    }
+
+    /// Second step: read the locked SOS file of `rank` (fresh, whole,
+    /// checked; see the type's documentation).
+    pub fn read_sos(&mut self, rank: usize) -> Result<Sos> {
+        let s = signal_of(&mut self.sos, rank)?;
+        let sos: Sos = s.read(&mut self.meter)?;
+        check_sos(&sos, rank, &s.path)?;
+        Ok(sos)
+    }
+
+    /// Third step: write the locked SOS file of `sos.rank` (after a
+    /// [`FileBoard::read_sos`], or without one as a reset).
+    pub fn write_sos(&mut self, sos: &Sos) -> Result<()> {
+        signal_of(&mut self.sos, sos.rank)?.write(&mut self.meter, sos)
+    }
+
+    /// Last step: release the lock of the SOS file of `rank`.
+    pub fn unlock_sos(&mut self, rank: usize) -> Result<()> {
+        signal_of(&mut self.sos, rank)?.unlock(&mut self.meter)
+    }
 }
 
-/// The kept descriptor of the SOS file of `rank`, opened on first use.
-fn sos_file<'a>(
-    sos: &'a mut [Option<File>],
-    meter: &mut Meter,
-    rank: usize,
-    path: &Path,
-) -> Result<&'a File> {
+/// The signal file of `rank`.
+fn signal_of(sos: &mut [Signal], rank: usize) -> Result<&mut Signal> {
     let ranks = sos.len();
-    let slot = sos.get_mut(rank).ok_or_else(|| {
-        Error::argument("rank", format!("rank {rank} is not below ranks = {ranks}"))
-    })?;
-    if slot.is_none() {
-        meter.tick();
-        *slot = Some(open_rw(path)?);
-    }
-    slot.as_ref()
-        .ok_or_else(|| Error::Internal("SOS descriptor vanished".into()))
+    sos.get_mut(rank)
+        .ok_or_else(|| Error::argument("rank", format!("rank {rank} is not below ranks = {ranks}")))
 }
+
+/// The write number of a file just created.
+const CREATED_WSEQ: u64 = 1;
+
+/// The default of [`FileBoard::with_wait_warning`].
+pub const DEFAULT_WAIT_WARNING: Duration = Duration::from_secs(10);
 
 impl Board for FileBoard {
     fn with_sos(
@@ -424,12 +868,12 @@ impl Board for FileBoard {
         access: Access,
         f: &mut dyn FnMut(&mut Sos),
     ) -> Result<Locked> {
-        let path = self.sos_path(rank);
-        let file = sos_file(&mut self.sos, &mut self.meter, rank, &path)?;
+        let meter = &mut self.meter;
+        let signal = signal_of(&mut self.sos, rank)?;
+        let path = signal.path.clone();
         let mut changed_rank = None;
-        let locked = self.meter.update(
-            file,
-            &path,
+        let locked = signal.update(
+            meter,
             access,
             |s| check_sos(s, rank, &path),
             &mut |s: &mut Sos| {
@@ -449,44 +893,21 @@ impl Board for FileBoard {
     }
 
     fn reset_sos(&mut self, sos: &Sos) -> Result<()> {
-        let path = self.sos_path(sos.rank);
-        let file = sos_file(&mut self.sos, &mut self.meter, sos.rank, &path)?;
-        let text = format::encode(sos);
-        self.meter
-            .locked(file, &path, Access::Wait, |m| {
-                m.write(file, &path, &text, None)
-            })
-            .map(drop)
+        signal_of(&mut self.sos, sos.rank)?.reset(&mut self.meter, sos)
     }
 
     fn reset_index(&mut self) -> Result<()> {
-        let path = self.index_path();
-        let text = format::encode(&OpenIndex::default());
-        let file = &self.index;
-        self.meter
-            .locked(file, &path, Access::Wait, |m| {
-                m.write(file, &path, &text, None)
-            })
-            .map(drop)
+        self.index.reset(&mut self.meter, &OpenIndex::default())
     }
 
     fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()> {
-        let path = self.index_path();
-        self.meter
-            .update(&self.index, &path, Access::Wait, |_| Ok(()), f)
+        self.index
+            .update(&mut self.meter, Access::Wait, |_| Ok(()), f)
             .map(drop)
     }
 
     fn read_index(&mut self) -> Result<Option<OpenIndex>> {
-        let path = self.index_path();
-        self.meter.tick();
-        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
-        let bytes = self.meter.read(&file, &path)?;
-        drop(file);
-        match format::decode(&String::from_utf8_lossy(&bytes), &path)? {
-            Decoded::Body(index) => Ok(Some(index)),
-            Decoded::Torn(_) => Ok(None),
-        }
+        self.index.read_unlocked(&mut self.meter)
     }
 }
 

@@ -1,10 +1,20 @@
 //! Signal-file bodies: RON behind a one-line header carrying the format
-//! version, a checksum and the body's length (DESIGN §6).
+//! version, a checksum, the body's length and the file's write sequence
+//! number (DESIGN §6), then padding.
 //!
 //! ```text
-//! // soslb-signal 1 fnv1a64=0123456789abcdef len=345
+//! // soslb-signal 2 fnv1a64=0123456789abcdef len=39 wseq=17
 //! (rank:3,seq:2,state:Closed,aids:[])
+//! <spaces up to the file's size>
 //! ```
+//!
+//! - The checksum covers the write sequence number and the body.
+//! - Files are padded with spaces to a multiple of [`BLOCK`] bytes and never
+//!   shrink, so the size a client has cached (FUSE and NFS clients may serve
+//!   a file's size from a cache) is nearly always the true one; where it is
+//!   not, the body comes out short and [`decode`] says so.
+//! - Every write increments `wseq`: a reader that remembers a higher number
+//!   than the file holds has found an older copy of the file put in place.
 //!
 //! Files are rewritten in place, so a reader that does not hold the lock may
 //! catch a write midway: the length or checksum then disagrees and
@@ -16,30 +26,84 @@ use serde::de::DeserializeOwned;
 use std::path::Path;
 
 /// The version of the signal-file format written by this build.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+
+/// Signal files are padded to a multiple of this many bytes.
+pub const BLOCK: usize = 4096;
 
 const MAGIC: &str = "// soslb-signal ";
 
-/// FNV-1a, 64 bits.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+/// The padding byte after the body.
+const PAD: u8 = b' ';
+
+/// FNV-1a, 64 bits, over the concatenation of `parts`.
+fn fnv1a64(parts: &[&[u8]]) -> u64 {
+    parts
+        .iter()
+        .flat_map(|p| p.iter())
+        .fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
 }
 
-/// The full text of a signal file holding `body`: header line, then compact RON.
+fn checksum(wseq: u64, body: &[u8]) -> u64 {
+    fnv1a64(&[wseq.to_string().as_bytes(), b"\n", body])
+}
+
+/// The text of a signal file holding `body` with write sequence number 0,
+/// unpadded: header line, then compact RON.
 ///
 /// # Panics
 ///
 /// Only if RON cannot represent `T`, which never happens for the board's records.
 pub fn encode<T: Serialize>(body: &T) -> String {
+    encode_record(body, 0)
+}
+
+/// The text of a signal file holding `body` as its write number `wseq`,
+/// unpadded (see [`pad`]).
+///
+/// # Panics
+///
+/// Only if RON cannot represent `T`, which never happens for the board's records.
+pub fn encode_record<T: Serialize>(body: &T, wseq: u64) -> String {
     let mut ron = ron::to_string(body).expect("the board's records are representable in RON");
     ron.push('\n');
     format!(
-        "{MAGIC}{FORMAT_VERSION} fnv1a64={:016x} len={}\n{ron}",
-        fnv1a64(ron.as_bytes()),
+        "{MAGIC}{FORMAT_VERSION} fnv1a64={:016x} len={} wseq={wseq}\n{ron}",
+        checksum(wseq, ron.as_bytes()),
         ron.len()
     )
+}
+
+/// The size a file holding `text` is written with, when it is `current`
+/// bytes long now: `text` rounded up to [`BLOCK`], and never less than
+/// `current` (a file never shrinks, so no cached size can cut it), unless
+/// `current` is absurdly large (garbage written into it).
+pub fn padded_len(text_len: usize, current: u64) -> usize {
+    let rounded = text_len.div_ceil(BLOCK).max(1) * BLOCK;
+    match usize::try_from(current) {
+        Ok(c) if c > rounded && c <= 64 * BLOCK => c.div_ceil(BLOCK) * BLOCK,
+        _ => rounded,
+    }
+}
+
+/// `text` padded with spaces to `len` bytes (at least its own length).
+pub fn pad(text: &str, len: usize) -> Vec<u8> {
+    let mut bytes = text.as_bytes().to_vec();
+    if bytes.len() < len {
+        bytes.resize(len, PAD);
+    }
+    bytes
+}
+
+/// A complete record read from a signal file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record<T> {
+    /// The body.
+    pub body: T,
+    /// The file's write sequence number when it was written.
+    pub wseq: u64,
 }
 
 /// What a signal file held.
@@ -48,24 +112,41 @@ pub enum Decoded<T> {
     /// A complete body.
     Body(T),
     /// The header is missing or disagrees with the body: a write caught
-    /// midway (why, in words). Under the file's lock this is corruption.
+    /// midway, a size cached by the client, or garbage (why, in words).
+    /// Under the file's lock, and again after fresh reads, this is corruption.
     Torn(String),
 }
 
-/// Decode the text of the signal file at `path` (named in errors).
+/// Decode the bytes of the signal file at `path` (named in errors).
 ///
-/// A missing header, an empty file, or a length or checksum mismatch is
-/// [`Decoded::Torn`]; another format version, or a body whose checksum is
-/// right but which is not the expected RON, is [`Error::Corrupt`].
+/// A missing header, an empty file, a short body, bytes other than padding
+/// after the body, or a checksum mismatch is [`Decoded::Torn`]; another
+/// format version, or a body whose checksum is right but which is not the
+/// expected RON, is [`Error::Corrupt`].
 pub fn decode<T: DeserializeOwned>(text: &str, path: &Path) -> Result<Decoded<T>> {
+    Ok(match decode_record(text.as_bytes(), path)? {
+        Decoded::Body(r) => Decoded::Body(r.body),
+        Decoded::Torn(why) => Decoded::Torn(why),
+    })
+}
+
+/// [`decode`], with the write sequence number.
+pub fn decode_record<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<Decoded<Record<T>>> {
     let torn = |reason: String| Ok(Decoded::Torn(reason));
-    if text.is_empty() {
+    if bytes.is_empty() {
         return torn("empty file".into());
     }
-    let Some((header, body)) = text.split_once('\n') else {
+    if bytes.iter().all(|&b| b == PAD || b == 0) {
+        return torn(format!("{} bytes of padding and no header", bytes.len()));
+    }
+    let Some(nl) = bytes.iter().position(|&b| b == b'\n') else {
         return torn("no complete header line".into());
     };
-    let Some(fields) = header.strip_prefix(MAGIC) else {
+    let (header, rest) = (&bytes[..nl], &bytes[nl + 1..]);
+    let Some(fields) = std::str::from_utf8(header)
+        .ok()
+        .and_then(|h| h.strip_prefix(MAGIC))
+    else {
         return torn(format!("no `{}` header", MAGIC.trim_end()));
     };
     let mut fields = fields.split(' ');
@@ -83,23 +164,43 @@ pub fn decode<T: DeserializeOwned>(text: &str, path: &Path) -> Result<Decoded<T>
     }
     let sum = fields.next().and_then(|f| f.strip_prefix("fnv1a64="));
     let len = fields.next().and_then(|f| f.strip_prefix("len="));
-    let (Some(Ok(sum)), Some(Ok(len))) = (
+    let wseq = fields.next().and_then(|f| f.strip_prefix("wseq="));
+    let (Some(Ok(sum)), Some(Ok(len)), Some(Ok(wseq)), None) = (
         sum.map(|s| u64::from_str_radix(s, 16)),
         len.map(str::parse::<usize>),
+        wseq.map(str::parse::<u64>),
+        fields.next(),
     ) else {
-        return torn("unreadable checksum or length in the header".into());
+        return torn("unreadable checksum, length or write number in the header".into());
     };
-    if body.len() != len {
+    if rest.len() < len {
         return torn(format!(
             "body has {} bytes, the header says {len}",
-            body.len()
+            rest.len()
         ));
     }
-    if fnv1a64(body.as_bytes()) != sum {
+    let (body, padding) = rest.split_at(len);
+    if let Some(k) = padding.iter().position(|&b| b != PAD) {
+        return torn(format!(
+            "{} bytes that are not padding after the body of {len} bytes (at byte {})",
+            padding.len() - k,
+            nl + 1 + len + k
+        ));
+    }
+    if checksum(wseq, body) != sum {
         return torn("checksum mismatch".into());
     }
+    let body = match std::str::from_utf8(body) {
+        Ok(b) => b,
+        Err(e) => {
+            return Err(Error::Corrupt {
+                path: path.to_owned(),
+                reason: format!("the body is not UTF-8 ({e}) although its checksum is valid"),
+            });
+        }
+    };
     match ron::from_str(body) {
-        Ok(value) => Ok(Decoded::Body(value)),
+        Ok(value) => Ok(Decoded::Body(Record { body: value, wseq })),
         Err(e) => Err(Error::Corrupt {
             path: path.to_owned(),
             reason: format!(
@@ -143,7 +244,7 @@ mod tests {
     #[test]
     fn round_trip() {
         let text = encode(&sample());
-        assert!(text.starts_with("// soslb-signal 1 fnv1a64="));
+        assert!(text.starts_with("// soslb-signal 2 fnv1a64="));
         assert_eq!(
             decode::<Sos>(&text, path()).unwrap(),
             Decoded::Body(sample())
@@ -178,10 +279,10 @@ mod tests {
 
     #[test]
     fn other_version_is_corrupt() {
-        let text = encode(&sample()).replacen("signal 1 ", "signal 7 ", 1);
+        let text = encode(&sample()).replacen("signal 2 ", "signal 7 ", 1);
         let err = decode::<Sos>(&text, path()).unwrap_err().to_string();
         assert!(
-            err.contains("/x/sos/3.ron") && err.contains("version 7") && err.contains("version 1"),
+            err.contains("/x/sos/3.ron") && err.contains("version 7") && err.contains("version 2"),
             "{err}"
         );
     }
@@ -190,8 +291,8 @@ mod tests {
     fn valid_checksum_over_invalid_ron_is_corrupt() {
         let body = "(rank: 3, seq: 2,\n state: Half, aids: [])\n";
         let text = format!(
-            "// soslb-signal 1 fnv1a64={:016x} len={}\n{body}",
-            fnv1a64(body.as_bytes()),
+            "// soslb-signal 2 fnv1a64={:016x} len={} wseq=4\n{body}",
+            checksum(4, body.as_bytes()),
             body.len()
         );
         let err = decode::<Sos>(&text, path()).unwrap_err();
@@ -200,6 +301,61 @@ mod tests {
         assert!(
             msg.contains("/x/sos/3.ron") && msg.contains("line 3:"),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn padded_record_round_trips_with_its_write_number() {
+        let text = encode_record(&sample(), 41);
+        let len = padded_len(text.len(), 0);
+        assert_eq!(len, BLOCK);
+        let bytes = pad(&text, len);
+        assert_eq!(bytes.len(), BLOCK);
+        let got = decode_record::<Sos>(&bytes, path()).unwrap();
+        assert_eq!(
+            got,
+            Decoded::Body(Record {
+                body: sample(),
+                wseq: 41
+            })
+        );
+        // A file never shrinks, unless it holds a lot of garbage.
+        assert_eq!(padded_len(10, 3 * BLOCK as u64 - 7), 3 * BLOCK);
+        assert_eq!(padded_len(10, 1 << 30), BLOCK);
+        assert_eq!(padded_len(BLOCK + 1, 0), 2 * BLOCK);
+    }
+
+    #[test]
+    fn cut_padded_or_garbage_after_the_body_is_torn() {
+        let bytes = pad(&encode_record(&sample(), 3), BLOCK);
+        let text_len = encode_record(&sample(), 3).len();
+        // A size cached by the client cuts the body.
+        let got = decode_record::<Sos>(&bytes[..text_len - 9], path()).unwrap();
+        assert!(
+            matches!(&got, Decoded::Torn(r) if r.contains("body has")),
+            "{got:?}"
+        );
+        // Garbage in the padding, or padding only.
+        let mut dirty = bytes.clone();
+        dirty[BLOCK - 2] = b'x';
+        let got = decode_record::<Sos>(&dirty, path()).unwrap();
+        assert!(
+            matches!(&got, Decoded::Torn(r) if r.contains("not padding")),
+            "{got:?}"
+        );
+        let blank = vec![b' '; BLOCK];
+        assert!(matches!(
+            decode_record::<Sos>(&blank, path()).unwrap(),
+            Decoded::Torn(_)
+        ));
+        // The write number is covered by the checksum.
+        let forged = String::from_utf8(bytes)
+            .unwrap()
+            .replacen("wseq=3", "wseq=9", 1);
+        let got = decode_record::<Sos>(forged.as_bytes(), path()).unwrap();
+        assert!(
+            matches!(&got, Decoded::Torn(r) if r.contains("checksum")),
+            "{got:?}"
         );
     }
 }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 pub mod file;
 pub mod format;
 pub mod memory;
+pub mod warn;
 pub mod watch;
 
 /// A rank's SOS record: closed or open, with the AID records of the help it
