@@ -805,7 +805,7 @@ fn create_run(config: &Config, total: u64, ranks: usize) -> Result<PathBuf> {
 /// run directory when there are no monitor logs. A failure is a warning.
 fn remove_signal_files(job_dir: &Path, keep_logs: bool) {
     let removed = if keep_logs {
-        ["sos"]
+        ["sos", "journal"]
             .iter()
             .map(|d| std::fs::remove_dir_all(job_dir.join(d)))
             .chain(

@@ -80,6 +80,37 @@ impl IdSet {
         }
     }
 
+    /// Remove every id of `other`; returns how many were present.
+    pub fn remove(&mut self, other: &IdSet) -> u64 {
+        let before = self.len();
+        let mut runs = Vec::with_capacity(self.runs.len());
+        let mut cut = other.runs.iter().peekable();
+        for &(mut a, b) in &self.runs {
+            while let Some(&&(cs, ce)) = cut.peek() {
+                if ce <= a {
+                    cut.next();
+                    continue;
+                }
+                if cs >= b {
+                    break;
+                }
+                if cs > a {
+                    runs.push((a, cs));
+                }
+                a = a.max(ce);
+                if ce >= b {
+                    break;
+                }
+                cut.next();
+            }
+            if a < b {
+                runs.push((a, b));
+            }
+        }
+        self.runs = runs;
+        before - self.len()
+    }
+
     /// Remove and return the first `n` ids (fewer if the set is smaller).
     pub fn take_front(&mut self, n: u64) -> IdSet {
         let mut out = IdSet::new();
@@ -179,6 +210,29 @@ mod tests {
 
     fn set(r: &[(u64, u64)]) -> IdSet {
         r.iter().map(|&(a, b)| a..b).collect()
+    }
+
+    #[test]
+    fn remove_matches_a_set_difference() {
+        let mut x = 1u64;
+        for _ in 0..300 {
+            let mut random_set = || {
+                let mut s = IdSet::new();
+                for _ in 0..4 {
+                    x = crate::splitmix64(x);
+                    let a = x % 60;
+                    s.insert(a..a + x / 60 % 12);
+                }
+                s
+            };
+            let (mut a, b) = (random_set(), random_set());
+            let ids = |s: &IdSet| s.ranges().flatten().collect::<std::collections::BTreeSet<u64>>();
+            let expected: Vec<u64> = ids(&a).difference(&ids(&b)).copied().collect();
+            let gone = ids(&a).intersection(&ids(&b)).count() as u64;
+            assert_eq!(a.remove(&b), gone);
+            assert_eq!(a.ranges().flatten().collect::<Vec<u64>>(), expected);
+            assert!(a.is_well_formed());
+        }
     }
 
     #[test]

@@ -742,10 +742,11 @@ impl Rank {
         }
     }
 
-    /// The own SOS record could not be read or written. Nothing may be lost:
-    /// take back the tail as last seen (ids a helper took since the last
-    /// look may then be computed twice), reset the record to closed, and go
-    /// on. Errors other than a corrupt record are returned to the caller.
+    /// The own SOS record could not be read or written. Nothing may be lost
+    /// or computed twice: take back the tail as last seen, less what the
+    /// helpers' journals say they took from this SOS; reset the record to
+    /// closed, and go on. Errors other than a corrupt record, and journals
+    /// that cannot be read (the truth cannot be rebuilt), are returned.
     fn recover(&mut self, e: Error, board: &mut dyn Board) -> Result<()> {
         if !matches!(e, Error::Corrupt { .. }) {
             return Err(e);
@@ -754,7 +755,20 @@ impl Rank {
         self.events.push(Event::Recovered {
             error: e.to_string(),
         });
-        let tail = std::mem::take(&mut self.tail);
+        let taken = match &self.sos {
+            Some(entry) => board.journaled_takes(self.me, entry.seq).map_err(|j| {
+                Error::Corrupt {
+                    path: format!("sos/{}.ron", self.me).into(),
+                    reason: format!("{e}; and the helpers' journals cannot be read: {j}"),
+                }
+            })?,
+            None => IdSet::new(),
+        };
+        // Ids a helper took are its own; they can only be in the tail (or,
+        // after a replaced record, the lease) by mistake.
+        let mut tail = std::mem::take(&mut self.tail);
+        tail.remove(&taken);
+        self.lease.remove(&taken);
         self.lease.extend(&tail);
         self.sos = None;
         self.last_seq += 1;

@@ -31,7 +31,8 @@
 
 use super::format::{self, Decoded};
 use super::warn::Warnings;
-use super::{Access, Board, Locked, OpenIndex, Sos, SosState};
+use super::{Access, Board, Locked, OpenIndex, Sos, SosState, Take};
+use crate::ids::IdSet;
 use crate::error::{Error, Result};
 use fs2::FileExt;
 use serde::de::DeserializeOwned;
@@ -63,6 +64,10 @@ fn job_path(job_dir: &Path) -> PathBuf {
 
 fn index_path(job_dir: &Path) -> PathBuf {
     job_dir.join("open.ron")
+}
+
+fn journal_path(job_dir: &Path, rank: usize) -> PathBuf {
+    job_dir.join("journal").join(format!("{rank}.ron"))
 }
 
 fn sos_path(job_dir: &Path, rank: usize) -> PathBuf {
@@ -162,7 +167,7 @@ pub fn create_job(job_dir: &Path, job: &JobInfo) -> Result<()> {
             ),
         });
     }
-    for sub in ["sos", "log"] {
+    for sub in ["sos", "journal", "log"] {
         let dir = job_dir.join(sub);
         fs::create_dir(&dir).map_err(|e| Error::io(&dir, e))?;
     }
@@ -244,7 +249,7 @@ const MAX_SHUN: Duration = Duration::from_secs(8);
 
 /// Counts file operations, injects a storage latency before each, and
 /// warns about long lock waits.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Meter {
     ops: u64,
     delay: Duration,
@@ -716,6 +721,11 @@ pub struct FileBoard {
     index: Signal,
     meter: Meter,
     warnings: Warnings,
+    /// This rank's journal, `journal/<rank>.ron`: every take it made.
+    journal: Signal,
+    takes: Vec<Take>,
+    /// The journal's own meter (it is written while an SOS file is locked).
+    journal_meter: Meter,
 }
 
 impl FileBoard {
@@ -745,25 +755,35 @@ impl FileBoard {
         let (id, _) = fresh_stat(&own_file).map_err(|e| Error::io(&sos[rank].path, e))?;
         sos[rank].kept = Some((own_file, id));
         sos[rank].wseq = CREATED_WSEQ;
+        let mut journal = Signal::new(journal_path(job_dir, rank));
+        let journal_file = create_file(&journal.path, &Vec::<Take>::new())?;
+        let (id, _) = fresh_stat(&journal_file).map_err(|e| Error::io(&journal.path, e))?;
+        journal.kept = Some((journal_file, id));
+        journal.wseq = CREATED_WSEQ;
+        let meter = Meter {
+            ops: 0,
+            delay: Duration::ZERO,
+            rank,
+            wait_warning: DEFAULT_WAIT_WARNING,
+            rereads: 0,
+        };
         Ok(FileBoard {
             dir: job_dir.to_owned(),
             rank,
             sos,
             index,
-            meter: Meter {
-                ops: 0,
-                delay: Duration::ZERO,
-                rank,
-                wait_warning: DEFAULT_WAIT_WARNING,
-                rereads: 0,
-            },
+            journal_meter: meter.clone(),
+            meter,
             warnings: Warnings::new(rank),
+            journal,
+            takes: Vec::new(),
         })
     }
 
     /// Sleep `d` before every file operation: emulated storage latency, for tests.
     pub fn with_delay(mut self, d: Duration) -> Self {
         self.meter.delay = d;
+        self.journal_meter.delay = d;
         self
     }
 
@@ -772,6 +792,7 @@ impl FileBoard {
     /// waiting`, then again each time the wait has doubled.
     pub fn with_wait_warning(mut self, d: Duration) -> Self {
         self.meter.wait_warning = d;
+        self.journal_meter.wait_warning = d;
         self
     }
 
@@ -786,7 +807,7 @@ impl FileBoard {
     /// Number of file operations since [`join`](FileBoard::join) (open,
     /// lock attempt, read, write, truncate, fsync, unlock: each counts one).
     pub fn ops(&self) -> u64 {
-        self.meter.ops
+        self.meter.ops + self.journal_meter.ops
     }
 
     /// Number of locked reads that found a short or torn body and read it
@@ -871,19 +892,42 @@ impl Board for FileBoard {
         let meter = &mut self.meter;
         let signal = signal_of(&mut self.sos, rank)?;
         let path = signal.path.clone();
+        let (journal, takes, journal_meter) =
+            (&mut self.journal, &mut self.takes, &mut self.journal_meter);
         let mut changed_rank = None;
+        let mut journal_error = None;
         let locked = signal.update(
             meter,
             access,
             |s| check_sos(s, rank, &path),
             &mut |s: &mut Sos| {
+                let before = s.clone();
                 f(s);
                 if s.rank != rank {
                     changed_rank = Some(s.rank);
                     s.rank = rank;
                 }
+                // The takes go to this rank's journal before the record is
+                // written; if they cannot, the record stays as it was.
+                let new = s.aids.get(before.aids.len()..).unwrap_or_default();
+                if !new.is_empty() {
+                    let n = takes.len();
+                    takes.extend(new.iter().map(|a| Take {
+                        owner: rank,
+                        seq: s.seq,
+                        ids: a.ids.clone(),
+                    }));
+                    if let Err(e) = journal.reset(journal_meter, &*takes) {
+                        takes.truncate(n);
+                        *s = before;
+                        journal_error = Some(e);
+                    }
+                }
             },
         )?;
+        if let Some(e) = journal_error {
+            return Err(e);
+        }
         match changed_rank {
             Some(r) => Err(Error::Internal(format!(
                 "an update of the SOS of rank {rank} set its rank to {r}"
@@ -908,6 +952,29 @@ impl Board for FileBoard {
 
     fn read_index(&mut self) -> Result<Option<OpenIndex>> {
         self.index.read_unlocked(&mut self.meter)
+    }
+
+    fn journaled_takes(&mut self, owner: usize, seq: u64) -> Result<IdSet> {
+        let mut ids = IdSet::new();
+        for r in (0..self.sos.len()).filter(|&r| r != owner) {
+            let mut journal = Signal::new(journal_path(&self.dir, r));
+            // A body caught mid-write is read again; its writer is quick.
+            let mut takes = None;
+            for attempt in 0..50 {
+                takes = journal.read_unlocked::<Vec<Take>>(&mut self.meter)?;
+                if takes.is_some() {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(2 << attempt.min(5)));
+            }
+            let takes = takes.ok_or_else(|| {
+                journal.corrupt("torn on every read: the truth of what it took is lost".into())
+            })?;
+            for t in takes.iter().filter(|t| t.owner == owner && t.seq == seq) {
+                ids.extend(&t.ids);
+            }
+        }
+        Ok(ids)
     }
 }
 

@@ -2,7 +2,8 @@
 //! the simulator. It can refuse a [`Access::Try`] now and then, as a contended
 //! file lock would, to exercise the `Retry` paths.
 
-use super::{Access, Board, Locked, OpenIndex, Sos};
+use super::{Access, Board, Locked, OpenIndex, Sos, Take};
+use crate::ids::IdSet;
 use crate::error::{Error, Result};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -12,6 +13,8 @@ struct Shared {
     /// Records destroyed by [`MemoryBoard::corrupt`], not yet noticed.
     corrupt: Vec<usize>,
     index: OpenIndex,
+    /// Every take, in order (the ranks' journals together).
+    journal: Vec<Take>,
     /// State of the generator deciding which `Try` accesses find the lock busy.
     busy_state: u64,
 }
@@ -89,11 +92,21 @@ impl Board for MemoryBoard {
                 reason: "destroyed by the test".into(),
             });
         }
+        let shared = &mut *shared;
         let sos = shared
             .sos
             .get_mut(rank)
             .ok_or_else(|| Error::Internal(format!("no SOS record for rank {rank}")))?;
+        let before = sos.aids.len();
         f(sos);
+        let seq = sos.seq;
+        for aid in sos.aids.get(before..).unwrap_or_default() {
+            shared.journal.push(Take {
+                owner: rank,
+                seq,
+                ids: aid.ids.clone(),
+            });
+        }
         Ok(Locked::Done)
     }
 
@@ -120,6 +133,16 @@ impl Board for MemoryBoard {
     fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()> {
         f(&mut self.lock().index);
         Ok(())
+    }
+
+    fn journaled_takes(&mut self, owner: usize, seq: u64) -> Result<IdSet> {
+        let mut ids = IdSet::new();
+        for t in self.lock().journal.iter() {
+            if t.owner == owner && t.seq == seq {
+                ids.extend(&t.ids);
+            }
+        }
+        Ok(ids)
     }
 
     fn read_index(&mut self) -> Result<Option<OpenIndex>> {

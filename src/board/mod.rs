@@ -10,6 +10,12 @@
 //!
 //! Ids move between ranks only inside [`Board::with_sos`], under the lock of
 //! the owner's SOS record, and only from the record's unleased `tail`.
+//!
+//! A helper's take is also written to a journal of its own, durably and
+//! before the owner's record is written: when an owner finds its record
+//! corrupt or replaced, [`Board::journaled_takes`] tells it what helpers took
+//! since its last look, so that its recovery neither loses nor duplicates an
+//! id.
 
 use crate::error::Result;
 use crate::ids::IdSet;
@@ -80,6 +86,17 @@ pub struct Aid {
     pub speed: f64,
 }
 
+/// A helper's journal entry: it took `ids` from the SOS `seq` of `owner`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Take {
+    /// The owner of the SOS.
+    pub owner: usize,
+    /// The SOS sequence number.
+    pub seq: u64,
+    /// The ids taken.
+    pub ids: IdSet,
+}
+
 /// The index of open SOS records (`open.ron`): a hint for helpers, never
 /// authoritative (the SOS record is).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -135,7 +152,9 @@ pub enum Locked {
 /// Storage for SOS records and the open index.
 pub trait Board {
     /// Run `f` on the SOS record of `rank` under its lock, and store what it
-    /// changed before the lock is released.
+    /// changed before the lock is released. AID records that `f` appends are
+    /// journaled ([`Take`]) before the record is stored; a journal that cannot
+    /// be written is an error, and the record is then left as it was.
     ///
     /// A record that cannot be read is an error naming where it is; the caller
     /// decides how to recover (see [`Board::reset_sos`]).
@@ -157,6 +176,11 @@ pub trait Board {
 
     /// Run `f` on the open index under its lock and store the result.
     fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()>;
+
+    /// Every id the journals of the ranks other than `owner` say was taken
+    /// from its SOS of sequence `seq`. An unreadable journal is an error
+    /// naming it: the truth cannot be rebuilt.
+    fn journaled_takes(&mut self, owner: usize, seq: u64) -> Result<IdSet>;
 
     /// Read the open index without its lock. `Ok(None)` means a write was
     /// caught midway: read again later.
