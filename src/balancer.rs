@@ -193,7 +193,8 @@ impl Balancer {
                 Monitor::disabled(me)
             };
             let delay = Duration::from_secs_f64(config.storage_delay);
-            Ok((board.with_delay(delay), monitor))
+            let wait = Duration::from_secs_f64(config.wait_warning);
+            Ok((board.with_delay(delay).with_wait_warning(wait), monitor))
         });
         let (board, mut monitor) = comm.agree(joined)?;
         let discovery = if config.mode == Mode::Full {
