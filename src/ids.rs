@@ -226,7 +226,11 @@ mod tests {
                 s
             };
             let (mut a, b) = (random_set(), random_set());
-            let ids = |s: &IdSet| s.ranges().flatten().collect::<std::collections::BTreeSet<u64>>();
+            let ids = |s: &IdSet| {
+                s.ranges()
+                    .flatten()
+                    .collect::<std::collections::BTreeSet<u64>>()
+            };
             let expected: Vec<u64> = ids(&a).difference(&ids(&b)).copied().collect();
             let gone = ids(&a).intersection(&ids(&b)).count() as u64;
             assert_eq!(a.remove(&b), gone);

@@ -756,12 +756,14 @@ impl Rank {
             error: e.to_string(),
         });
         let taken = match &self.sos {
-            Some(entry) => board.journaled_takes(self.me, entry.seq).map_err(|j| {
-                Error::Corrupt {
-                    path: format!("sos/{}.ron", self.me).into(),
-                    reason: format!("{e}; and the helpers' journals cannot be read: {j}"),
-                }
-            })?,
+            Some(entry) => {
+                board
+                    .journaled_takes(self.me, entry.seq)
+                    .map_err(|j| Error::Corrupt {
+                        path: format!("sos/{}.ron", self.me).into(),
+                        reason: format!("{e}; and the helpers' journals cannot be read: {j}"),
+                    })?
+            }
             None => IdSet::new(),
         };
         // Ids a helper took are its own; they can only be in the tail (or,

@@ -32,8 +32,8 @@
 use super::format::{self, Decoded};
 use super::warn::Warnings;
 use super::{Access, Board, Locked, OpenIndex, Sos, SosState, Take};
-use crate::ids::IdSet;
 use crate::error::{Error, Result};
+use crate::ids::IdSet;
 use fs2::FileExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

@@ -3,8 +3,8 @@
 //! file lock would, to exercise the `Retry` paths.
 
 use super::{Access, Board, Locked, OpenIndex, Sos, Take};
-use crate::ids::IdSet;
 use crate::error::{Error, Result};
+use crate::ids::IdSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Debug, Default)]
