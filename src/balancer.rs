@@ -1024,3 +1024,46 @@ fn check_locks(comm: &Comm, topology: &Topology, job_dir: &Path) -> Result<()> {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(verdict: Verdict, ids: &[std::ops::Range<u64>]) -> Summary {
+        let mut audit = Audit::default();
+        ids.iter().for_each(|r| audit.add(r.clone()));
+        Summary {
+            count: audit.count,
+            statistics: Vec::new(),
+            ranks: vec![RankReport {
+                computed: audit.count,
+                ..RankReport::default()
+            }],
+            hosts: vec!["h".into()],
+            job_dir: PathBuf::from("run"),
+            elapsed: 1.0,
+            verdict,
+            audit,
+        }
+    }
+
+    #[test]
+    fn the_audit_names_ids_computed_twice_or_never() {
+        assert_eq!(summary(Verdict::Done, &[0..10]).audit_problem(10), None);
+        let twice = summary(Verdict::Done, &[0..10, 3..4]).audit_problem(10);
+        assert!(twice.is_some_and(|p| p.contains("11") && p.contains("twice")));
+        let never = summary(Verdict::Done, &[0..9]).audit_problem(10);
+        assert!(never.is_some_and(|p| p.contains("never")));
+        let swapped = summary(Verdict::Done, &[0..4, 5..10, 7..8]).audit_problem(10);
+        assert!(swapped.is_some_and(|p| p.contains("some twice, others never")));
+        // After a stop, fewer is fine; more is not.
+        assert_eq!(summary(Verdict::Stopped, &[0..4]).audit_problem(10), None);
+        assert!(
+            summary(Verdict::Stopped, &[0..10, 0..1])
+                .audit_problem(10)
+                .is_some()
+        );
+        let table = summary(Verdict::Done, &[0..10, 3..4]).table(&Config::default(), 10);
+        assert!(table.contains("audit: FAILED"), "{table}");
+    }
+}
