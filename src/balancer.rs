@@ -1048,6 +1048,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)] // sets of id ranges
     fn the_audit_names_ids_computed_twice_or_never() {
         assert_eq!(summary(Verdict::Done, &[0..10]).audit_problem(10), None);
         let twice = summary(Verdict::Done, &[0..10, 3..4]).audit_problem(10);
