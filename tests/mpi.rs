@@ -264,56 +264,6 @@ fn a_reused_job_id_gets_a_fresh_run_directory_and_the_old_one_is_untouched() {
 }
 
 #[test]
-fn a_corrupted_sos_file_is_reported_with_its_path_and_every_id_is_computed_once() {
-    let dir = temp_dir("corrupt");
-    let path = scenario_path("midrun");
-    let env = [("SOSLB_JOB_ID", "job"), ("SOSLB_WARMUP", "0.5")];
-    let mut cmd = mpirun(
-        16,
-        &example("emulate"),
-        &[path.to_str().unwrap(), "full"],
-        &dir,
-        &env,
-    );
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("mpirun starts");
-    // Wait until rank 15's SOS is open, then destroy its file.
-    let job = dir.join("signals/job.0");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !std::fs::read_to_string(job.join("open.ron"))
-        .unwrap_or_default()
-        .contains("rank:15")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "rank 15 never opened an SOS"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    let sos = job.join("sos/15.ron");
-    std::fs::write(&sos, "this is not an SOS record").unwrap();
-    let out = child.wait_with_output().expect("mpirun ends");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    // Nothing lost and nothing twice: the owner rebuilt from the journals.
-    let result = stdout.lines().last().unwrap_or_default();
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert_eq!(field(result, "missing"), Some("0"), "{result}");
-    assert_eq!(field(result, "duplicates"), Some("0"), "{result}");
-    assert!(
-        stderr.contains(&sos.display().to_string()),
-        "the error does not name {}:\n{stderr}",
-        sos.display()
-    );
-    let _ = std::fs::remove_dir_all(dir);
-}
-
-#[test]
 fn measured_sites_on_emulated_hosts() {
     let env = [("SOSLB_HOSTS", "Virtual(2)"), ("SOSLB_SITES", "Measure")];
     let run = emulate("speeds8", "full", &env);
