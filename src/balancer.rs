@@ -5,6 +5,7 @@
 
 use crate::board::file::{self, FileBoard, JobInfo};
 use crate::board::watch::Discovery;
+use crate::board::{Access, Board};
 use crate::comm::{Comm, Wave, check_mpi};
 use crate::config::{self, Config, Mode};
 use crate::error::{Error, Result, code};
@@ -196,7 +197,7 @@ impl Balancer {
             let wait = Duration::from_secs_f64(config.wait_warning);
             Ok((board.with_delay(delay).with_wait_warning(wait), monitor))
         });
-        let (board, mut monitor) = comm.agree(joined)?;
+        let (mut board, mut monitor) = comm.agree(joined)?;
         let discovery = if config.mode == Mode::Full {
             comm.agree(check_locks(&comm, &topology, &job_dir))?;
             let watch = match config.discovery {
@@ -232,7 +233,14 @@ impl Balancer {
         }
         comm.quiet_barrier();
         let start = Instant::now();
-        let rank = Rank::new(me, total, Params::from(&config), topology);
+        let mut rank = Rank::new(me, total, Params::from(&config), topology);
+        if discovery.is_some() {
+            // The cost of one look at the board, before the first decision
+            // that depends on it: a locked read of this rank's own record.
+            let t = Instant::now();
+            comm.agree(board.with_sos(me, Access::Wait, &mut |_| {}).map(drop))?;
+            rank.observe_storage(t.elapsed().as_secs_f64());
+        }
         let end = Termination {
             judge: Judge::new(total, comm.size()),
             wave: None,

@@ -472,7 +472,12 @@ impl Rank {
     /// a moving average sets [`Rank::interval`] and the least lateness worth
     /// an SOS.
     pub fn observe_storage(&mut self, seconds: f64) {
-        self.storage_cost = 0.75 * self.storage_cost + 0.25 * seconds.max(0.0);
+        let seconds = seconds.max(0.0);
+        self.storage_cost = if self.storage_cost == 0.0 {
+            seconds
+        } else {
+            0.75 * self.storage_cost + 0.25 * seconds
+        };
     }
 
     /// The periodic check: speed, progress line, and the SOS decisions.
