@@ -309,9 +309,10 @@ impl Balancer {
                 Ok(Step::Compute(ids)) => {
                     // Only computing counts in the speed, never file time;
                     // the file time sets how often the board is consulted.
-                    if logged || self.board.ops() != ops {
+                    let touched = self.board.ops() != ops;
+                    if logged || touched {
                         let t = self.now();
-                        if self.board.ops() != ops {
+                        if touched {
                             self.rank.observe_storage(t - now);
                         }
                         self.rank.restart_chunk(t);
@@ -528,7 +529,7 @@ impl Balancer {
     fn exchange(&mut self, report: &WarmupReport) -> Result<()> {
         let status = self.status();
         let mut words = report.to_words().to_vec();
-        words.push(status.failed as u64 | (status.stop as u64) << 1 | (status.busy as u64) << 2);
+        words.push(status.flags());
         // Sleep while the slowest rank finishes its warm-up, then gather.
         self.comm.quiet_barrier();
         let all = self.comm.all_gather(&words);
@@ -538,12 +539,7 @@ impl Balancer {
         let mut reports = Vec::with_capacity(ranks);
         for (r, w) in all.chunks_exact(words.len()).enumerate() {
             let report = WarmupReport::from_words([w[0], w[1], w[2], w[3]]);
-            let status = Status {
-                completed: report.done,
-                failed: w[4] & 1 != 0,
-                stop: w[4] & 2 != 0,
-                busy: w[4] & 4 != 0,
-            };
+            let status = Status::from_flags(report.done, w[4]);
             reduced.merge(&Words::of(&status, r, ranks));
             reports.push(report);
         }

@@ -27,6 +27,23 @@ pub struct Status {
     pub stop: bool,
 }
 
+impl Status {
+    /// The flags as one word (for the warm-up exchange, which gathers them).
+    pub fn flags(&self) -> u64 {
+        self.failed as u64 | (self.stop as u64) << 1 | (self.busy as u64) << 2
+    }
+
+    /// The status of `completed` ids and the word of [`Status::flags`].
+    pub fn from_flags(completed: u64, flags: u64) -> Status {
+        Status {
+            completed,
+            failed: flags & 1 != 0,
+            stop: flags & 2 != 0,
+            busy: flags & 4 != 0,
+        }
+    }
+}
+
 /// The outcome of a job, the same on every rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -329,6 +346,14 @@ mod tests {
         let mut h = Audit::default();
         h.add(u64::MAX - 10..u64::MAX);
         assert_eq!(h.count, 10);
+    }
+
+    #[test]
+    fn flags_round_trip() {
+        for bits in 0..8 {
+            let s = Status::from_flags(7, bits);
+            assert_eq!((s.flags(), s.completed), (bits, 7));
+        }
     }
 
     #[test]
