@@ -420,6 +420,7 @@ impl Balancer {
             busy: self.rank.owns_work(),
             failed: self.end.failure.is_some(),
             stop: self.end.stop,
+            speed_milli: (self.rank.speed() * 1000.0).round() as u64,
         }
     }
 
@@ -439,6 +440,8 @@ impl Balancer {
                 return false;
             };
             let verdict = self.end.judge.judge(words);
+            let (completed, speed) = words.job();
+            self.rank.observe_job(now, completed, speed);
             self.end.wave = None;
             self.end.waiting = None;
             if let Some(v) = verdict {

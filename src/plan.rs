@@ -138,7 +138,11 @@ pub enum HelpPolicy {
     Half,
     /// Owner, earlier helpers of this SOS and the new helper all finish
     /// together: `k = v_h·(R + Σr_a)/(v_j + Σv_a + v_h)`, where `r_a` and
-    /// `v_a` are what each earlier helper still has and its speed.
+    /// `v_a` are what each earlier helper still has (those with `r_a > 0`)
+    /// and its speed.
+    ///
+    /// Every policy's share is then capped (see [`share`]): no more than the
+    /// helper computes by the job's forecast end, less the steal's cost.
     #[default]
     Balanced,
 }
@@ -156,9 +160,25 @@ pub struct ShareInput {
     pub others: Vec<(f64, f64)>,
     /// Ids that may be taken: the unleased tail.
     pub available: u64,
+    /// Seconds until the job's forecast end (every rank's remaining work
+    /// over their summed speed; infinite when unknown): a helper takes no
+    /// more than it can compute by then, so that the idle ranks still to
+    /// come find work too.
+    pub job_left: f64,
+    /// Seconds a steal costs the helper before it can compute (storage
+    /// operations): the share is what it can compute in the time left after
+    /// them, and nothing when that is not worth it.
+    pub steal_cost: f64,
 }
 
 /// The number of ids a helper takes; zero means "do not take".
+///
+/// The policy sets a common end `k/v_h` seconds away; it is capped by the
+/// job's forecast end ([`ShareInput::job_left`]), so that the first helpers
+/// leave work for the idle ranks still to come, and the share is what the
+/// helper computes in that time after paying [`ShareInput::steal_cost`]. An
+/// owner with more than three steals' worth of work alone always gets a
+/// share of at least one steal's worth of work.
 pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
     let r = s.owner_remaining.max(0.0);
     let vj = usable(s.owner_speed);
@@ -170,16 +190,28 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         // The owner makes no progress: take everything available.
         r
     } else {
-        match policy {
+        let k = match policy {
             HelpPolicy::Proportional => r * vh / (vh + vj),
             HelpPolicy::Half => (r * vh / (vh + vj)).min(r / 2.0),
             HelpPolicy::Balanced => {
-                let (sv, sr) = s.others.iter().fold((0.0, 0.0), |(sv, sr), &(v, rem)| {
-                    (sv + usable(v), sr + rem.max(0.0))
-                });
+                // Helpers that finished their share help no more.
+                let (sv, sr) = s
+                    .others
+                    .iter()
+                    .filter(|&&(_, rem)| rem > 0.0)
+                    .fold((0.0, 0.0), |(sv, sr), &(v, rem)| (sv + usable(v), sr + rem));
                 vh * (r + sr) / (vj + sv + vh)
             }
+        };
+        // Seconds to the common end the policy aims at, capped by the job's
+        // forecast end, less the steal's own cost. An owner left alone with
+        // more than a few steals' worth of work always gets a share worth
+        // the steal (the job's forecast may be too early).
+        let mut end = (k / vh).min(s.job_left);
+        if r / vj > 3.0 * s.steal_cost {
+            end = end.max(2.0 * s.steal_cost);
         }
+        (vh * (end - s.steal_cost)).max(0.0)
     };
     (k.round() as u64).min(s.available)
 }
@@ -317,6 +349,8 @@ mod tests {
             helper_speed: vh,
             others,
             available: 1000,
+            job_left: f64::INFINITY,
+            steal_cost: 0.0,
         }
     }
 
@@ -340,5 +374,32 @@ mod tests {
             share(HelpPolicy::Proportional, &input(2.0, 100.0, 1.0, vec![])),
             0
         );
+    }
+
+    #[test]
+    fn shares_stop_at_the_job_end_and_pay_for_the_steal() {
+        // Alone, the helper would take 200 (4 s of work at 50/s); the job is
+        // forecast to end in 1 s: it takes 1 s of work, and others get the rest.
+        let mut s = input(300.0, 25.0, 50.0, vec![]);
+        s.job_left = 1.0;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 50);
+        // A steal costing 0.4 s leaves 0.6 s of computing before the job end.
+        s.steal_cost = 0.4;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 30);
+        // The forecast is already past, but the owner has 12 s of work alone:
+        // a share still pays for its steal (twice its cost, less the cost).
+        s.job_left = -5.0;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 20);
+        // Little work left: a steal would cost more than it saves.
+        let mut s = input(10.0, 25.0, 50.0, vec![]);
+        s.steal_cost = 0.4;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 0);
+    }
+
+    #[test]
+    fn balanced_forgets_helpers_that_finished_their_share() {
+        // An earlier helper with nothing left does not lower the share.
+        let gone = input(300.0, 10.0, 20.0, vec![(40.0, -3.0)]);
+        assert_eq!(share(HelpPolicy::Balanced, &gone), 200);
     }
 }

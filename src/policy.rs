@@ -229,6 +229,10 @@ pub struct Rank {
     audit: Audit,
     /// Seconds one consultation of the board takes (measured by the shell).
     storage_cost: f64,
+    /// When the rank last consulted its own SOS record.
+    last_look: f64,
+    /// The job's forecast end, from the last termination wave.
+    job_end: f64,
     /// The chunk being computed and when it was handed out.
     out: Option<(f64, Range<u64>)>,
     progress: IdSet,
@@ -259,6 +263,8 @@ impl Rank {
             busy_backoff: 0.0,
             audit: Audit::default(),
             storage_cost: 0.0,
+            last_look: f64::NEG_INFINITY,
+            job_end: f64::INFINITY,
             speed: Speed::new(params.speed_window),
             horizon: f64::INFINITY,
             next_check: params.check_interval,
@@ -309,6 +315,20 @@ impl Rank {
     /// The current speed estimate.
     pub fn speed(&self) -> f64 {
         self.speed.get()
+    }
+
+    /// Realisations computed by this rank so far.
+    pub fn done(&self) -> u64 {
+        self.speed.done()
+    }
+
+    /// What a termination wave says of the whole job at `now`: `completed`
+    /// realisations, and the ranks' summed speed. The job's forecast end,
+    /// `now + (total − completed) / speed`, caps the shares helpers take.
+    pub fn observe_job(&mut self, now: f64, completed: u64, speed: f64) {
+        if speed > 0.0 {
+            self.job_end = now + self.total.saturating_sub(completed) as f64 / speed;
+        }
     }
 
     /// The number of realisations of the run.
@@ -456,9 +476,15 @@ impl Rank {
         Ok(())
     }
 
-    /// Ids of work per check interval at the current speed: the lease size.
-    fn lease_len(&self) -> u64 {
-        ((self.speed.get() * self.interval()).ceil() as u64).max(1)
+    /// The lease size: ids of work for one interval at the current speed,
+    /// but no more than the rank can compute by the job's forecast end
+    /// (then the ids wait in the SOS tail for idle helpers), and at least
+    /// two consultations of the board's worth.
+    fn lease_len(&self, now: f64) -> u64 {
+        let seconds = self
+            .interval()
+            .min((self.job_end - now).max(2.0 * self.storage_cost));
+        ((self.speed.get() * seconds).ceil() as u64).max(1)
     }
 
     /// Seconds between checks, and of work per lease: the configured
@@ -482,7 +508,7 @@ impl Rank {
 
     /// The periodic check: speed, progress line, and the SOS decisions.
     fn check(&mut self, now: f64, board: &mut dyn Board) -> Result<()> {
-        self.next_check = now + self.interval();
+        self.next_check = now + self.params.check_interval;
         let v = self.speed.update();
         let remaining = self.remaining();
         let tau = forecast(now, remaining, v);
@@ -502,6 +528,12 @@ impl Rank {
         // takes, lease extensions): not worth it for less lateness than that.
         let threshold = self.params.late_threshold.max(4.0 * self.storage_cost);
         let late = tau - self.horizon >= threshold;
+        // An open SOS is consulted at most once per interval: a check
+        // itself is free, a look at the board is not.
+        if self.sos.is_some() && now < self.last_look + self.interval() {
+            return Ok(());
+        }
+        self.last_look = now;
         match (late, self.sos.as_ref().map(|e| e.seq)) {
             (true, None) => self.post(now, v, tau, board),
             (true, Some(seq)) => self.refresh(seq, now, v, tau, board),
@@ -512,7 +544,7 @@ impl Rank {
 
     /// Open an SOS offering all but one lease of the quota.
     fn post(&mut self, now: f64, v: f64, tau: f64, board: &mut dyn Board) -> Result<()> {
-        let keep = self.lease_len();
+        let keep = self.lease_len(now);
         if self.lease.len() <= keep {
             return Ok(());
         }
@@ -619,6 +651,13 @@ impl Rank {
         tau: f64,
         board: &mut dyn Board,
     ) -> Result<()> {
+        // A lease longer than the rank can now use (it slowed down, or the
+        // job's end came closer) goes back to the tail, for helpers.
+        let keep = self.lease_len(now);
+        let mut excess = IdSet::new();
+        if self.lease.len() > keep {
+            excess = self.lease.take_back(self.lease.len() - keep);
+        }
         let lease = self.lease.len();
         let r = self.with_own_sos(seq, board, |state| {
             let SosState::Open(p) = state else {
@@ -627,9 +666,13 @@ impl Rank {
             p.speed = v;
             p.forecast = tau;
             p.updated_at = now;
+            p.tail.extend(&excess);
             p.remaining = lease + p.tail.len();
             Some(p.tail.clone())
         });
+        if !matches!(r, Ok(Own::Open(_))) {
+            self.lease.extend(&excess);
+        }
         match r {
             Ok(Own::Busy) => Ok(()),
             Ok(Own::Open(tail)) => {
@@ -683,7 +726,8 @@ impl Rank {
         let Some(seq) = self.sos.as_ref().map(|e| e.seq) else {
             return Ok(());
         };
-        let n = self.lease_len();
+        let n = self.lease_len(now);
+        self.last_look = now;
         let r = self.with_own_sos(seq, board, |state| {
             let SosState::Open(p) = state else {
                 return None;
@@ -871,6 +915,7 @@ impl Rank {
     fn steal(&mut self, owner: usize, now: f64, board: &mut dyn Board) -> Steal {
         let vh = self.speed.get();
         let (me, policy) = (self.me, self.params.help_policy);
+        let (job_end, steal_cost) = (self.job_end, self.storage_cost);
         let mut taken = None;
         let r = board.with_sos(owner, Access::Try, &mut |s| {
             let SosState::Open(p) = &mut s.state else {
@@ -891,6 +936,8 @@ impl Rank {
                     helper_speed: vh,
                     others,
                     available: p.tail.len(),
+                    job_left: job_end - now,
+                    steal_cost,
                 },
             );
             if k == 0 {

@@ -14,6 +14,7 @@
 //! assert!(out.makespan < 1.2 * scenario.ideal(4) + 1.0);
 //! ```
 
+use crate::board::Board;
 use crate::board::memory::MemoryBoard;
 use crate::config::{Hosts, Sites};
 use crate::error::{Error, Result};
@@ -40,6 +41,10 @@ pub struct Options {
     pub corrupt: Option<(f64, usize)>,
     /// Give up after this many events (a rank that never terminates).
     pub max_events: u64,
+    /// Seconds each storage operation costs the rank that does it (the
+    /// emulator's `storage_delay`; the memory board counts the operations
+    /// the file board would do).
+    pub storage_delay: f64,
 }
 
 impl Default for Options {
@@ -52,6 +57,7 @@ impl Default for Options {
             hosts_per_site: 0,
             corrupt: None,
             max_events: 50_000_000,
+            storage_delay: 0.0,
         }
     }
 }
@@ -65,10 +71,12 @@ pub struct Outcome {
     pub makespan: f64,
     /// Each rank's figures.
     pub reports: Vec<RankReport>,
-    /// Each rank's events.
-    pub events: Vec<Vec<Event>>,
+    /// Each rank's events, with the simulated time of the call that made them.
+    pub events: Vec<Vec<(f64, Event)>>,
     /// Ids each rank still owned when it terminated (all 0 when right).
     pub left: Vec<u64>,
+    /// When each rank finished its last realisation, seconds.
+    pub finish: Vec<f64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -102,15 +110,26 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     let topology = Topology::new(vec!["sim".to_string(); p], &hosts, &sites);
     let mut board = MemoryBoard::new(p).with_busy_locks(opts.busy_one_in, opts.seed);
     let mut ranks: Vec<Rank> = (0..p)
-        .map(|i| Rank::new(i, scenario.realisations, params.clone(), topology.clone()))
+        .map(|i| {
+            let mut rank = Rank::new(i, scenario.realisations, params.clone(), topology.clone());
+            if opts.storage_delay > 0.0 && params.mode == crate::config::Mode::Full {
+                // As the shell does at init: a locked look at the own SOS.
+                rank.observe_storage(4.0 * opts.storage_delay);
+            }
+            rank
+        })
         .collect();
     let mut state = vec![State::Ready(0.0); p];
     let mut reports: Vec<Option<WarmupReport>> = vec![None; p];
     let mut counts = vec![0u32; scenario.realisations as usize];
     let mut events = vec![Vec::new(); p];
     let mut entered = vec![false; p];
+    let mut finish = vec![0.0f64; p];
     let mut rng = opts.seed;
     let mut corrupt = opts.corrupt;
+    // Termination waves complete about once per check interval; each tells
+    // every rank the job's completed count and summed speed.
+    let mut next_wave = params.check_interval;
     for _ in 0..opts.max_events {
         // The earliest ready rank; ties broken at random (the interleaving).
         rng = splitmix64(rng);
@@ -145,16 +164,33 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             }
             continue;
         }
+        if now >= next_wave {
+            let completed = ranks.iter().map(Rank::done).sum();
+            let speed = ranks.iter().map(Rank::speed).sum();
+            for rank in &mut ranks {
+                rank.observe_job(now, completed, speed);
+            }
+            next_wave = now + params.check_interval;
+        }
         if let Some((at, rank)) = corrupt
             && now >= at
         {
             board.corrupt(rank);
             corrupt = None;
         }
+        let ops = board.ops();
         let step = ranks[i].next(now, &mut board)?;
-        events[i].extend(ranks[i].drain_events());
+        events[i].extend(ranks[i].drain_events().map(|e| (now, e)));
+        // The storage operations of this call delay the rank, as in the shell.
+        let touched = board.ops() - ops;
+        let storage = touched as f64 * opts.storage_delay;
         state[i] = match step {
             Step::Compute(chunk) => {
+                if touched > 0 {
+                    ranks[i].observe_storage(storage);
+                    ranks[i].restart_chunk(now + storage);
+                }
+                let now = now + storage;
                 let mut t = now;
                 for id in chunk {
                     counts[id as usize] += 1;
@@ -162,18 +198,19 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 }
                 rng = splitmix64(rng);
                 let jitter = opts.jitter * (rng >> 11) as f64 * (-53f64).exp2();
-                State::Ready(now + (t - now) * (1.0 + jitter))
+                finish[i] = now + (t - now) * (1.0 + jitter);
+                State::Ready(finish[i])
             }
             Step::Exchange(report) => {
                 reports[i] = Some(report);
-                State::Exchanging(now)
+                State::Exchanging(now + storage)
             }
             Step::Idle { until } => {
                 entered[i] = true;
                 if entered.iter().all(|&e| e) {
-                    State::Done(now)
+                    State::Done(now + storage)
                 } else {
-                    State::Ready(until.max(now + 1e-6))
+                    State::Ready(until.max(now + storage + 1e-6))
                 }
             }
         };
@@ -189,7 +226,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             });
             for (k, rank) in ranks.iter_mut().enumerate() {
                 rank.apply_plan(&all, at)?;
-                events[k].extend(rank.drain_events());
+                events[k].extend(rank.drain_events().map(|e| (at, e)));
                 state[k] = State::Ready(at);
             }
         }
@@ -206,6 +243,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         makespan,
         reports: ranks.iter().map(Rank::report).collect(),
         left: ranks.iter().map(Rank::remaining).collect(),
+        finish,
         events,
     })
 }

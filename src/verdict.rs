@@ -25,6 +25,9 @@ pub struct Status {
     pub failed: bool,
     /// The program asked to stop early (`soslb_stop`).
     pub stop: bool,
+    /// The rank's speed in thousandths of a realisation per second (summed
+    /// over the ranks, it dates the job's forecast end).
+    pub speed_milli: u64,
 }
 
 impl Status {
@@ -40,6 +43,7 @@ impl Status {
             failed: flags & 1 != 0,
             stop: flags & 2 != 0,
             busy: flags & 4 != 0,
+            speed_milli: 0,
         }
     }
 }
@@ -69,8 +73,8 @@ pub enum Verdict {
 /// The words of one wave: `sums` are added, `bits` are or-ed over the ranks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Words {
-    /// `[completed, stop requests]`.
-    pub sums: [u64; 2],
+    /// `[completed, stop requests, speed in thousandths of a realisation per second]`.
+    pub sums: [u64; 3],
     /// Bitmap of failed ranks, then bitmap of busy ranks, `⌈P/64⌉` words each.
     pub bits: Vec<u64>,
 }
@@ -79,7 +83,7 @@ impl Words {
     /// Words of no rank (the identity of the reduction).
     pub fn zero(ranks: usize) -> Words {
         Words {
-            sums: [0; 2],
+            sums: [0; 3],
             bits: vec![0; 2 * ranks.div_ceil(64)],
         }
     }
@@ -87,7 +91,7 @@ impl Words {
     /// The contribution of rank `me` of `ranks`.
     pub fn of(status: &Status, me: usize, ranks: usize) -> Words {
         let mut w = Words::zero(ranks);
-        w.sums = [status.completed, status.stop as u64];
+        w.sums = [status.completed, status.stop as u64, status.speed_milli];
         let half = ranks.div_ceil(64);
         let bit = 1u64 << (me % 64);
         if status.failed {
@@ -97,6 +101,12 @@ impl Words {
             w.bits[half + me / 64] |= bit;
         }
         w
+    }
+
+    /// Realisations completed and the summed speed (realisations per
+    /// second) of the ranks in these words.
+    pub fn job(&self) -> (u64, f64) {
+        (self.sums[0], self.sums[2] as f64 / 1000.0)
     }
 
     /// Add the words of other ranks (the reduction, done locally).
@@ -145,7 +155,7 @@ impl Judge {
         let half = self.ranks.div_ceil(64);
         let failed = ranks_in(&w.bits[..half.min(w.bits.len())], self.ranks);
         self.busy = ranks_in(w.bits.get(half..).unwrap_or_default(), self.ranks);
-        let [completed, stops] = w.sums;
+        let [completed, stops, _] = w.sums;
         if let Some(&first) = failed.first() {
             return Some(Verdict::Failed {
                 first,

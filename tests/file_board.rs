@@ -628,3 +628,73 @@ fn files_are_padded_and_never_shrink() {
         .unwrap();
     assert_eq!(seen, Some(SosState::Closed));
 }
+
+/// The memory board (the simulator's) counts the operations the file board
+/// does for the same calls, so that a simulated storage latency costs what
+/// the real one would.
+#[test]
+fn the_memory_board_counts_what_the_file_board_does() {
+    let job = TempJob::new(2);
+    let mut file = job.join(0, 2);
+    let _other = job.join(1, 2);
+    let mut memory = soslb::board::memory::MemoryBoard::new(2);
+    // Warm up the file board's kept descriptors (opened once, on first use).
+    file.with_sos(0, Access::Wait, &mut |_| {}).unwrap();
+    file.with_sos(1, Access::Wait, &mut |_| {}).unwrap();
+    file.with_index(&mut |_| {}).unwrap();
+    let aid = Aid {
+        helper: 0,
+        ids: IdSet::from_range(5..9),
+        at: 1.0,
+        speed: 2.0,
+    };
+    type Call = Box<dyn Fn(&mut dyn Board)>;
+    let calls: Vec<(&str, Call)> = vec![
+        (
+            "a read of the index",
+            Box::new(|b| drop(b.read_index().unwrap())),
+        ),
+        (
+            "an unchanged look",
+            Box::new(|b| {
+                b.with_sos(0, Access::Wait, &mut |_| {}).unwrap();
+            }),
+        ),
+        (
+            "a post",
+            Box::new(|b| {
+                b.with_sos(1, Access::Wait, &mut |s| {
+                    s.state = SosState::Open(post(IdSet::from_range(0..9)))
+                })
+                .unwrap();
+            }),
+        ),
+        (
+            "a take with its journal",
+            Box::new(move |b| {
+                b.with_sos(1, Access::Try, &mut |s| s.aids.push(aid.clone()))
+                    .unwrap();
+            }),
+        ),
+        (
+            "a change of the index",
+            Box::new(|b| {
+                b.with_index(&mut |ix| {
+                    ix.upsert(OpenEntry {
+                        rank: 1,
+                        seq: 0,
+                        forecast: 3.0,
+                        opened_at: 1.0,
+                    })
+                })
+                .unwrap()
+            }),
+        ),
+    ];
+    for (what, call) in &calls {
+        let (f0, m0) = (file.ops(), memory.ops());
+        call(&mut file);
+        call(&mut memory);
+        assert_eq!(file.ops() - f0, memory.ops() - m0, "{what}");
+    }
+}

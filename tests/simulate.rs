@@ -140,6 +140,35 @@ fn full_mode_beats_warmup_which_beats_static_on_the_bundled_scenarios() {
     }
 }
 
+/// On slow storage (every file operation 50 ms, as the emulator's
+/// `storage_delay`), balancing still pays: every id once, and mode full
+/// beats mode warmup on the bundled scenarios.
+#[test]
+fn slow_storage_still_pays_and_loses_nothing() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scenarios");
+    for name in ["hetero16", "fluct16", "step16"] {
+        let s = Scenario::from_file(&dir.join(format!("{name}.ron"))).unwrap();
+        let opts = Options {
+            jitter: 0.02,
+            storage_delay: 0.05,
+            ..Options::default()
+        };
+        let run = |mode| {
+            let mut p = params(mode, HelpPolicy::Balanced);
+            p.warmup = 1.0;
+            let out = sim::simulate(&s, &p, &opts).unwrap();
+            assert_exactly_once(&out);
+            s.ideal(s.ranks) / out.makespan
+        };
+        let (warmup, full) = (run(Mode::Warmup), run(Mode::Full));
+        println!("{name} on slow storage: warmup {warmup:.3} full {full:.3}");
+        assert!(
+            full >= warmup - 0.02,
+            "{name}: full {full:.3}, warmup {warmup:.3}"
+        );
+    }
+}
+
 /// A step slowdown after the warm-up opens SOS files that helpers serve.
 #[test]
 fn a_rank_that_becomes_slow_gets_help() {
@@ -158,7 +187,7 @@ fn a_rank_that_becomes_slow_gets_help() {
     );
     let helped: Vec<usize> = out.events[7]
         .iter()
-        .filter_map(|e| {
+        .filter_map(|(_, e)| {
             if let Event::AidReceived { aid, .. } = e {
                 Some(aid.helper)
             } else {
@@ -195,7 +224,7 @@ fn nearby_helpers_go_first_and_far_ones_come_when_needed() {
             .map(|owner| {
                 let h: Vec<usize> = out.events[owner]
                     .iter()
-                    .filter_map(|e| match e {
+                    .filter_map(|(_, e)| match e {
                         Event::AidReceived { aid, .. } => Some(aid.helper),
                         _ => None,
                     })
@@ -235,10 +264,9 @@ fn a_destroyed_sos_record_loses_nothing_and_duplicates_nothing() {
             "corrupted at {at}: not every id exactly once"
         );
         assert!(out.left.iter().all(|&l| l == 0));
-        let reported =
-            out.events.iter().flatten().any(
-                |e| matches!(e, Event::Recovered { error } if error.contains("memory/sos/7.ron")),
-            );
+        let reported = out.events.iter().flatten().any(
+            |(_, e)| matches!(e, Event::Recovered { error } if error.contains("memory/sos/7.ron")),
+        );
         assert!(reported, "corrupted at {at}: the error was not reported");
     }
 }

@@ -804,12 +804,6 @@ impl FileBoard {
         self.warnings.warn(message)
     }
 
-    /// Number of file operations since [`join`](FileBoard::join) (open,
-    /// lock attempt, read, write, truncate, fsync, unlock: each counts one).
-    pub fn ops(&self) -> u64 {
-        self.meter.ops + self.journal_meter.ops
-    }
-
     /// Number of locked reads that found a short or torn body and read it
     /// whole on a later try (through a fresh `open`).
     pub fn rereads(&self) -> u64 {
@@ -952,6 +946,10 @@ impl Board for FileBoard {
 
     fn read_index(&mut self) -> Result<Option<OpenIndex>> {
         self.index.read_unlocked(&mut self.meter)
+    }
+
+    fn ops(&self) -> u64 {
+        self.meter.ops + self.journal_meter.ops
     }
 
     fn journaled_takes(&mut self, owner: usize, seq: u64) -> Result<IdSet> {

@@ -1,6 +1,8 @@
 //! A board in memory, shared by the ranks of one process: for unit tests and
 //! the simulator. It can refuse a [`Access::Try`] now and then, as a contended
-//! file lock would, to exercise the `Retry` paths.
+//! file lock would, to exercise the `Retry` paths. It counts the storage
+//! operations the file board would do for the same calls ([`Board::ops`]),
+//! so that the simulator can charge a storage latency.
 
 use super::{Access, Board, Locked, OpenIndex, Sos, Take};
 use crate::error::{Error, Result};
@@ -24,7 +26,19 @@ struct Shared {
 pub struct MemoryBoard {
     shared: Arc<Mutex<Shared>>,
     busy_one_in: u64,
+    ops: u64,
 }
+
+/// Operations of the file board: a lock attempt that finds the lock busy.
+const BUSY: u64 = 1;
+/// A locked look: lock, fresh open, read, unlock.
+const LOOK: u64 = 4;
+/// A write under the lock: fresh open, write, fsync.
+const WRITE: u64 = 3;
+/// A locked overwrite (a journal, a reset): lock, open, write, fsync, unlock.
+const OVERWRITE: u64 = 5;
+/// A read without the lock: open, read.
+const READ: u64 = 2;
 
 impl MemoryBoard {
     /// A board for `ranks` ranks, every SOS closed. Clone it for each rank.
@@ -41,6 +55,7 @@ impl MemoryBoard {
                 ..Shared::default()
             })),
             busy_one_in: 0,
+            ops: 0,
         }
     }
 
@@ -78,13 +93,16 @@ impl Board for MemoryBoard {
         access: Access,
         f: &mut dyn FnMut(&mut Sos),
     ) -> Result<Locked> {
-        let mut shared = self.lock();
-        if access == Access::Try && self.busy_one_in > 0 {
+        let busy_one_in = self.busy_one_in;
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        if access == Access::Try && busy_one_in > 0 {
             shared.busy_state = crate::splitmix64(shared.busy_state);
-            if shared.busy_state % self.busy_one_in == 0 {
+            if shared.busy_state % busy_one_in == 0 {
+                self.ops += BUSY;
                 return Ok(Locked::Busy);
             }
         }
+        self.ops += LOOK;
         if let Some(k) = shared.corrupt.iter().position(|&r| r == rank) {
             shared.corrupt.swap_remove(k);
             return Err(Error::Corrupt {
@@ -97,10 +115,16 @@ impl Board for MemoryBoard {
             .sos
             .get_mut(rank)
             .ok_or_else(|| Error::Internal(format!("no SOS record for rank {rank}")))?;
-        let before = sos.aids.len();
+        let before = sos.clone();
         f(sos);
+        if *sos != before {
+            self.ops += WRITE;
+        }
+        if sos.aids.len() > before.aids.len() {
+            self.ops += OVERWRITE;
+        }
         let seq = sos.seq;
-        for aid in sos.aids.get(before..).unwrap_or_default() {
+        for aid in sos.aids.get(before.aids.len()..).unwrap_or_default() {
             shared.journal.push(Take {
                 owner: rank,
                 seq,
@@ -111,6 +135,7 @@ impl Board for MemoryBoard {
     }
 
     fn reset_sos(&mut self, sos: &Sos) -> Result<()> {
+        self.ops += OVERWRITE;
         let shared = &mut *self.lock();
         match shared.sos.get_mut(sos.rank) {
             Some(slot) => {
@@ -126,18 +151,28 @@ impl Board for MemoryBoard {
     }
 
     fn reset_index(&mut self) -> Result<()> {
+        self.ops += OVERWRITE;
         self.lock().index = OpenIndex::default();
         Ok(())
     }
 
     fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()> {
-        f(&mut self.lock().index);
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let before = shared.index.clone();
+        f(&mut shared.index);
+        self.ops += if shared.index == before {
+            LOOK
+        } else {
+            LOOK + WRITE
+        };
         Ok(())
     }
 
     fn journaled_takes(&mut self, owner: usize, seq: u64) -> Result<IdSet> {
         let mut ids = IdSet::new();
-        for t in self.lock().journal.iter() {
+        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        self.ops += LOOK * (shared.sos.len() as u64 - 1);
+        for t in shared.journal.iter() {
             if t.owner == owner && t.seq == seq {
                 ids.extend(&t.ids);
             }
@@ -146,6 +181,11 @@ impl Board for MemoryBoard {
     }
 
     fn read_index(&mut self) -> Result<Option<OpenIndex>> {
+        self.ops += READ;
         Ok(Some(self.lock().index.clone()))
+    }
+
+    fn ops(&self) -> u64 {
+        self.ops
     }
 }

@@ -185,4 +185,9 @@ pub trait Board {
     /// Read the open index without its lock. `Ok(None)` means a write was
     /// caught midway: read again later.
     fn read_index(&mut self) -> Result<Option<OpenIndex>>;
+
+    /// Storage operations done so far through this handle (open, lock
+    /// attempt, read, write, truncate, fsync, unlock: each counts one). The
+    /// memory board counts what the file board would do.
+    fn ops(&self) -> u64;
 }

@@ -1,0 +1,166 @@
+//! The simulator from the command line: runs a scenario on simulated ranks
+//! (the library's pure state machines over an in-memory board, with a
+//! virtual clock) and prints one result line, like the emulator's:
+//!
+//! ```text
+//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=12.4 ideal_s=11.75 efficiency=0.95 sim_seconds=0.01
+//! ```
+//!
+//! Usage: `simulate SCENARIO MODE [--storage-delay S] [--seed N] [--jitter F]
+//! [--ranks-per-host N] [--hosts-per-site N] [--trace]`; `--trace` prints every
+//! rank's plan, SOS and AID events on stderr, in time order. SCENARIO is a name of
+//! `examples/scenarios/` or a file; MODE is `static`, `warmup` or `full`.
+//! The settings are soslb's: `soslb.ron` or `SOSLB_CONFIG`, and `SOSLB_*`
+//! variables (`SOSLB_STORAGE_DELAY` is the default of `--storage-delay`).
+
+use soslb::config::{Config, Mode};
+use soslb::policy::{Event, Params};
+use soslb::scenario::Scenario;
+use soslb::sim::{Options, simulate};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+fn scenario_path(name: &str) -> PathBuf {
+    if name.ends_with(".ron") || name.contains('/') {
+        return PathBuf::from(name);
+    }
+    let local = Path::new("examples/scenarios").join(format!("{name}.ron"));
+    if local.is_file() {
+        local
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(local)
+    }
+}
+
+fn number<T: std::str::FromStr>(
+    it: &mut impl Iterator<Item = String>,
+    flag: &str,
+) -> Result<T, String> {
+    let v = it.next().ok_or(format!("{flag} needs a value"))?;
+    v.parse()
+        .map_err(|_| format!("{flag}: {v:?} is not a number"))
+}
+
+fn run() -> Result<String, String> {
+    let usage = "usage: simulate SCENARIO static|warmup|full [--storage-delay S] [--seed N] \
+                 [--jitter F] [--ranks-per-host N] [--hosts-per-site N] [--trace]";
+    let mut it = std::env::args().skip(1);
+    let scenario =
+        Scenario::from_file(&scenario_path(&it.next().ok_or(usage)?)).map_err(|e| e.to_string())?;
+    let mode = match it.next().as_deref() {
+        Some("static") => Mode::Static,
+        Some("warmup") => Mode::Warmup,
+        Some("full") => Mode::Full,
+        other => return Err(format!("unknown mode {other:?}; {usage}")),
+    };
+    let mut config = Config::load(None).map_err(|e| e.to_string())?;
+    config.mode = mode;
+    let mut trace = false;
+    let mut opts = Options {
+        storage_delay: config.storage_delay,
+        ..Options::default()
+    };
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--storage-delay" => opts.storage_delay = number(&mut it, &flag)?,
+            "--seed" => opts.seed = number(&mut it, &flag)?,
+            "--jitter" => opts.jitter = number(&mut it, &flag)?,
+            "--ranks-per-host" => opts.ranks_per_host = number(&mut it, &flag)?,
+            "--hosts-per-site" => opts.hosts_per_site = number(&mut it, &flag)?,
+            "--trace" => trace = true,
+            _ => return Err(format!("unknown argument {flag:?}; {usage}")),
+        }
+    }
+    let clock = std::time::Instant::now();
+    let out = simulate(&scenario, &Params::from(&config), &opts).map_err(|e| e.to_string())?;
+    let seconds = clock.elapsed().as_secs_f64();
+    if trace {
+        print_trace(&out.events);
+        for (rank, t) in out.finish.iter().enumerate() {
+            eprintln!("rank={rank:3} finished={t:.3}");
+        }
+    }
+    let missing = out.counts.iter().filter(|&&c| c == 0).count();
+    let duplicates: u64 = out
+        .counts
+        .iter()
+        .map(|&c| u64::from(c.saturating_sub(1)))
+        .sum();
+    let ideal = scenario.ideal(scenario.ranks);
+    Ok(format!(
+        "result: scenario={} mode={} ranks={} realisations={} missing={missing} duplicates={duplicates} \
+         makespan_s={:.2} ideal_s={ideal:.2} efficiency={:.3} sim_seconds={seconds:.3}",
+        scenario.name,
+        format!("{mode:?}").to_lowercase(),
+        scenario.ranks,
+        scenario.realisations,
+        out.makespan,
+        ideal / out.makespan,
+    ))
+}
+
+/// The plan, SOS and AID events of every rank, in time order, on stderr.
+fn print_trace(events: &[Vec<(f64, Event)>]) {
+    let mut all: Vec<(f64, usize, String)> = Vec::new();
+    for (rank, list) in events.iter().enumerate() {
+        for (t, e) in list {
+            let text = match e {
+                Event::Progress { .. } => continue,
+                Event::Plan {
+                    quota,
+                    horizon,
+                    speed,
+                } => {
+                    format!(
+                        "plan quota={} speed={speed:.1} horizon={horizon:.2}",
+                        quota.len()
+                    )
+                }
+                Event::SosPosted {
+                    seq,
+                    tail,
+                    forecast,
+                } => {
+                    format!(
+                        "sos posted seq={seq} tail={} forecast={forecast:.2}",
+                        tail.len()
+                    )
+                }
+                Event::SosWithdrawn {
+                    seq,
+                    reclaimed,
+                    forecast,
+                } => format!(
+                    "sos withdrawn seq={seq} reclaimed={} forecast={forecast:.2}",
+                    reclaimed.len()
+                ),
+                Event::SosClosed { seq } => format!("sos closed seq={seq}"),
+                Event::AidReceived { aid, .. } => {
+                    format!("aid received from={} ids={}", aid.helper, aid.ids.len())
+                }
+                Event::AidGiven { owner, ids, .. } => {
+                    format!("aid taken from={owner} ids={}", ids.len())
+                }
+                Event::Recovered { error } => format!("recovered {error}"),
+            };
+            all.push((*t, rank, text));
+        }
+    }
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (t, rank, text) in all {
+        eprintln!("t={t:8.3} rank={rank:3} {text}");
+    }
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("simulate: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
