@@ -495,7 +495,7 @@ impl Rank {
     }
 
     /// A consultation of the board took `seconds` (the shell measures it):
-    /// a moving average sets [`Rank::interval`] and the least lateness worth
+    /// a moving average sets the interval between looks at the board and the least lateness worth
     /// an SOS.
     pub fn observe_storage(&mut self, seconds: f64) {
         let seconds = seconds.max(0.0);
