@@ -23,6 +23,8 @@ use crate::policy::{Event, Params, Rank, RankReport, Step};
 use crate::scenario::Scenario;
 use crate::splitmix64;
 use crate::topology::Topology;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Knobs of a simulation.
 #[derive(Clone, Debug)]
@@ -89,6 +91,28 @@ enum State {
     Done(f64),
 }
 
+/// Seconds from the last completion to the verdict on every rank: idle
+/// ranks run waves back to back, testing them every few milliseconds.
+const WAVE_LATENCY: f64 = 0.01;
+
+/// A time that orders (simulated times are never NaN).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Time(f64);
+
+impl Eq for Time {}
+
+impl PartialOrd for Time {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Time {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
 /// The latest time `pick` finds among the ranks' states (0 if none).
 fn latest(state: &[State], pick: impl Fn(&State) -> Option<f64>) -> f64 {
     state.iter().filter_map(pick).fold(0.0, f64::max)
@@ -121,51 +145,40 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         .collect();
     let mut state = vec![State::Ready(0.0); p];
     let mut reports: Vec<Option<WarmupReport>> = vec![None; p];
+    let mut exchanging = 0;
     let mut counts = vec![0u32; scenario.realisations as usize];
     let mut events = vec![Vec::new(); p];
-    let mut entered = vec![false; p];
     let mut finish = vec![0.0f64; p];
     let mut rng = opts.seed;
     let mut corrupt = opts.corrupt;
+    // The ranks' next calls, earliest first; ties broken at random (the
+    // interleaving). A rank has one entry per state change: `calls[i]`
+    // tells the current one.
+    let mut queue = BinaryHeap::new();
+    let mut calls = vec![0u64; p];
+    for i in 0..p {
+        rng = splitmix64(rng);
+        queue.push(Reverse((Time(0.0), rng, i, 0)));
+    }
+    // Realisations whose completion the ranks have reported (at their next
+    // call after the chunk), as the termination waves add them up.
+    let mut completed = 0u64;
     // Termination waves complete about once per check interval; each tells
     // every rank the job's completed count and summed speed.
     let mut next_wave = params.check_interval;
-    for _ in 0..opts.max_events {
-        // The earliest ready rank; ties broken at random (the interleaving).
-        rng = splitmix64(rng);
-        let Some((i, now)) = (0..p)
-            .filter_map(|k| {
-                let i = (k + rng as usize % p) % p;
-                match state[i] {
-                    State::Ready(t) => Some((i, t)),
-                    _ => None,
-                }
-            })
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-        else {
-            break;
-        };
-        if now.is_infinite() {
-            // Everyone left is waiting for termination, which needs every rank.
-            if !entered.iter().all(|&e| e) {
-                return Err(Error::Internal(
-                    "ranks wait for termination that cannot come".into(),
-                ));
-            }
-            let end = latest(&state, |s| {
-                if let State::Done(t) = s {
-                    Some(*t)
-                } else {
-                    None
-                }
-            });
-            for s in state.iter_mut().filter(|s| matches!(s, State::Ready(_))) {
-                *s = State::Done(end);
-            }
-            continue;
+    let mut handled = 0u64;
+    while let Some(Reverse((Time(now), _, i, call))) = queue.pop() {
+        if call != calls[i] {
+            continue; // superseded
+        }
+        handled += 1;
+        if handled > opts.max_events {
+            return Err(Error::Internal(format!(
+                "the simulation did not end within {} events",
+                opts.max_events
+            )));
         }
         if now >= next_wave {
-            let completed = ranks.iter().map(Rank::done).sum();
             let speed = ranks.iter().map(Rank::speed).sum();
             for rank in &mut ranks {
                 rank.observe_job(now, completed, speed);
@@ -178,8 +191,10 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             board.corrupt(rank);
             corrupt = None;
         }
+        let before = ranks[i].done();
         let ops = board.ops();
         let step = ranks[i].next(now, &mut board)?;
+        completed += ranks[i].done() - before;
         events[i].extend(ranks[i].drain_events().map(|e| (now, e)));
         // The storage operations of this call delay the rank, as in the shell.
         let touched = board.ops() - ops;
@@ -203,19 +218,34 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             }
             Step::Exchange(report) => {
                 reports[i] = Some(report);
+                exchanging += 1;
                 State::Exchanging(now + storage)
             }
-            Step::Idle { until } => {
-                entered[i] = true;
-                if entered.iter().all(|&e| e) {
-                    State::Done(now + storage)
-                } else {
-                    State::Ready(until.max(now + storage + 1e-6))
-                }
-            }
+            Step::Idle { until } => State::Ready(until.max(now + storage + 1e-6)),
         };
-        if reports.iter().all(Option::is_some) {
+        if completed == scenario.realisations {
+            // Every id is reported: the next wave ends the job everywhere.
+            let end = now + WAVE_LATENCY;
+            state.iter_mut().for_each(|s| *s = State::Done(end));
+            break;
+        }
+        if let State::Ready(t) = state[i] {
+            if t.is_finite() {
+                calls[i] += 1;
+                rng = splitmix64(rng);
+                queue.push(Reverse((Time(t), rng, i, calls[i])));
+            } else if !ranks[i].owns_work() && ranks.iter().all(|r| !r.owns_work()) {
+                // Nobody owns work, yet ids are missing: the real job's
+                // verdict is Lost.
+                return Err(Error::Internal(format!(
+                    "no rank owns work, yet only {completed} of {} realisations were reported",
+                    scenario.realisations
+                )));
+            }
+        }
+        if exchanging == p {
             // The collective completes when the last rank enters it.
+            exchanging = 0;
             let all: Vec<WarmupReport> = reports.iter_mut().filter_map(Option::take).collect();
             let at = latest(&state, |s| {
                 if let State::Exchanging(t) = s {
@@ -228,6 +258,9 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 rank.apply_plan(&all, at)?;
                 events[k].extend(rank.drain_events().map(|e| (at, e)));
                 state[k] = State::Ready(at);
+                calls[k] += 1;
+                rng = splitmix64(rng);
+                queue.push(Reverse((Time(at), rng, k, calls[k])));
             }
         }
     }

@@ -2,12 +2,14 @@
 //! 0 on the same host, 1 on the same site, 2 elsewhere.
 
 use crate::config::{Hosts, Sites};
+use std::sync::Arc;
 
 /// Host and site of every rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
-    hosts: Vec<String>,
-    sites: Vec<String>,
+    // Shared: every rank of the simulator holds the same topology.
+    hosts: Arc<[String]>,
+    sites: Arc<[String]>,
 }
 
 impl Topology {
@@ -47,7 +49,10 @@ impl Topology {
                     .collect()
             }
         };
-        Topology { hosts, sites }
+        Topology {
+            hosts: hosts.into(),
+            sites: sites.into(),
+        }
     }
 
     /// Number of ranks.
