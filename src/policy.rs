@@ -544,8 +544,11 @@ impl Rank {
 
     /// Open an SOS offering all but one lease of the quota.
     fn post(&mut self, now: f64, v: f64, tau: f64, board: &mut dyn Board) -> Result<()> {
+        // The tail must hold more work than the post and a helper's steal
+        // cost (two consultations of the board each).
         let keep = self.lease_len(now);
-        if self.lease.len() <= keep {
+        let least_tail = (v * 4.0 * self.storage_cost).ceil() as u64;
+        if self.lease.len() <= keep + least_tail {
             return Ok(());
         }
         let tail = self.lease.take_back(self.lease.len() - keep);
