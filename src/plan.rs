@@ -174,11 +174,12 @@ pub struct ShareInput {
 /// The number of ids a helper takes; zero means "do not take".
 ///
 /// The policy sets a common end `k/v_h` seconds away; it is capped by the
-/// job's forecast end ([`ShareInput::job_left`]), so that the first helpers
-/// leave work for the idle ranks still to come, and the share is what the
-/// helper computes in that time after paying [`ShareInput::steal_cost`]. An
-/// owner with more than three steals' worth of work alone always gets a
-/// share of at least one steal's worth of work.
+/// job's forecast end ([`ShareInput::job_left`], ignored once past: it is
+/// stale until the next wave), so that the first helpers leave work for the
+/// idle ranks still to come, and the share is what the helper computes in
+/// that time after paying [`ShareInput::steal_cost`]. An owner with more
+/// than three steals' worth of work alone always gets a share of at least
+/// one steal's worth of work.
 pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
     let r = s.owner_remaining.max(0.0);
     let vj = usable(s.owner_speed);
@@ -207,7 +208,11 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         // forecast end, less the steal's own cost. An owner left alone with
         // more than a few steals' worth of work always gets a share worth
         // the steal (the job's forecast may be too early).
-        let mut end = (k / vh).min(s.job_left);
+        let mut end = k / vh;
+        // A forecast end already past is stale (the next wave renews it).
+        if s.job_left > 0.0 {
+            end = end.min(s.job_left.max(2.0 * s.steal_cost));
+        }
         if r / vj > 3.0 * s.steal_cost {
             end = end.max(2.0 * s.steal_cost);
         }
@@ -386,10 +391,13 @@ mod tests {
         // A steal costing 0.4 s leaves 0.6 s of computing before the job end.
         s.steal_cost = 0.4;
         assert_eq!(share(HelpPolicy::Balanced, &s), 30);
-        // The forecast is already past, but the owner has 12 s of work alone:
-        // a share still pays for its steal (twice its cost, less the cost).
-        s.job_left = -5.0;
+        // The forecast end is close: a share still pays for its steal (twice
+        // its cost, less the cost).
+        s.job_left = 0.1;
         assert_eq!(share(HelpPolicy::Balanced, &s), 20);
+        // A forecast end already past is stale: the policy's share, less the cost.
+        s.job_left = -5.0;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 180);
         // Little work left: a steal would cost more than it saves.
         let mut s = input(10.0, 25.0, 50.0, vec![]);
         s.steal_cost = 0.4;

@@ -79,6 +79,9 @@ pub struct Outcome {
     pub left: Vec<u64>,
     /// When each rank finished its last realisation, seconds.
     pub finish: Vec<f64>,
+    /// Shared-storage operations (as the file board would do them) in each
+    /// second of the run, over all ranks.
+    pub storage_ops: Vec<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -167,6 +170,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     // every rank the job's completed count and summed speed.
     let mut next_wave = params.check_interval;
     let mut handled = 0u64;
+    let mut storage_ops: Vec<u64> = Vec::new();
     while let Some(Reverse((Time(now), _, i, call))) = queue.pop() {
         if call != calls[i] {
             continue; // superseded
@@ -199,6 +203,11 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         // The storage operations of this call delay the rank, as in the shell.
         let touched = board.ops() - ops;
         let storage = touched as f64 * opts.storage_delay;
+        let second = now as usize;
+        if storage_ops.len() <= second {
+            storage_ops.resize(second + 1, 0);
+        }
+        storage_ops[second] += touched;
         state[i] = match step {
             Step::Compute(chunk) => {
                 if touched > 0 {
@@ -277,6 +286,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         reports: ranks.iter().map(Rank::report).collect(),
         left: ranks.iter().map(Rank::remaining).collect(),
         finish,
+        storage_ops,
         events,
     })
 }
