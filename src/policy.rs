@@ -317,6 +317,12 @@ impl Rank {
         self.speed.get()
     }
 
+    /// The job's forecast end, seconds since the start, from the last
+    /// termination wave ([`Rank::observe_job`]; infinite before).
+    pub fn job_end(&self) -> f64 {
+        self.job_end
+    }
+
     /// Realisations computed by this rank so far.
     pub fn done(&self) -> u64 {
         self.speed.done()
