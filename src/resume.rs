@@ -511,6 +511,119 @@ impl RankJournal {
     }
 }
 
+/// A rank's side of the completion journal during a run: which real ids
+/// it completed, when to write, the numbering of a resumed run's ids, and
+/// (on rank 0) the lock of the job's index.
+#[derive(Debug)]
+pub struct Journal {
+    file: RankJournal,
+    _job: Option<JobJournal>,
+    prior: Prior,
+    /// The numbering of the missing ids, when earlier runs completed some.
+    map: Option<IdMap>,
+    /// Real ids this rank completed in this run.
+    done: IdSet,
+    /// The real ids handed out last: complete at the next call of `next`.
+    out: Option<Range<u64>>,
+    /// The rest of a chunk of the balancing, as real ranges, last first.
+    pieces: Vec<Range<u64>>,
+    interval: f64,
+    next_write: f64,
+    writes: u64,
+    seconds: f64,
+}
+
+impl Journal {
+    /// The journal of `rank` for a run of `total` realisations, after the
+    /// earlier runs' `prior` (rank 0 holds `job`); written every `interval`
+    /// seconds.
+    pub fn new(
+        job: Option<JobJournal>,
+        prior: Prior,
+        rank: usize,
+        total: u64,
+        interval: f64,
+    ) -> Journal {
+        let map = (!prior.done.is_empty()).then(|| IdMap::new(&prior.missing(total)));
+        Journal {
+            file: RankJournal::new(&prior.dir, rank),
+            _job: job,
+            prior,
+            map,
+            done: IdSet::new(),
+            out: None,
+            pieces: Vec::new(),
+            interval,
+            next_write: interval,
+            writes: 0,
+            seconds: 0.0,
+        }
+    }
+
+    /// The realisations this run balances: those of `0..total` that no
+    /// earlier run completed.
+    pub fn to_compute(&self, total: u64) -> u64 {
+        self.map.as_ref().map_or(total, IdMap::len)
+    }
+
+    /// What the earlier runs completed.
+    pub fn prior(&self) -> &Prior {
+        &self.prior
+    }
+
+    /// `next` was called: the ids handed out before are complete.
+    #[inline]
+    pub fn completed(&mut self) {
+        if let Some(r) = self.out.take() {
+            self.done.insert(r);
+        }
+    }
+
+    /// The next range of real ids of a chunk already handed out, if any.
+    #[inline]
+    pub fn pending(&mut self) -> Option<Range<u64>> {
+        let piece = self.pieces.pop()?;
+        self.out = Some(piece.clone());
+        Some(piece)
+    }
+
+    /// Hand out the chunk `ids` of the balancing: its first range of real ids
+    /// (the rest follow through [`Journal::pending`]).
+    #[inline]
+    pub fn hand_out(&mut self, ids: Range<u64>) -> Range<u64> {
+        let real = match &self.map {
+            None => ids,
+            Some(map) => {
+                map.real_rev(ids, &mut self.pieces);
+                self.pieces.pop().unwrap_or(0..0)
+            }
+        };
+        self.out = Some(real.clone());
+        real
+    }
+
+    /// When the next write is due, seconds since the start.
+    pub fn due(&self) -> f64 {
+        self.next_write
+    }
+
+    /// Journal what this rank completed and the sums `obs` of their
+    /// observables; the next write is due an interval after `now`.
+    pub fn write(&mut self, now: f64, obs: &Observables) -> Result<()> {
+        self.next_write = now + self.interval;
+        let t = std::time::Instant::now();
+        let written = self.file.write(&self.done, obs);
+        self.seconds += t.elapsed().as_secs_f64();
+        self.writes += 1;
+        written
+    }
+
+    /// Writes so far and their mean cost, seconds.
+    pub fn cost(&self) -> (u64, f64) {
+        (self.writes, self.seconds / self.writes.max(1) as f64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
