@@ -360,7 +360,10 @@ impl Balancer {
             std::thread::sleep(t.elapsed().mul_f64(self.stretch));
         }
         let mut now = self.now();
-        if now >= self.due && self.on_due(now) {
+        // The journal's write is not computing time: the chunk handed out
+        // next starts after it.
+        let journalled = now >= self.due;
+        if journalled && self.on_due(now) {
             self.conclude();
             return self.outcome();
         }
@@ -377,7 +380,7 @@ impl Balancer {
                     // Only computing counts in the speed, never file time;
                     // the file time sets how often the board is consulted.
                     let touched = self.board.ops() != ops;
-                    if logged || touched {
+                    if logged || touched || journalled {
                         let t = self.now();
                         if touched {
                             self.rank.observe_storage(t - now);
