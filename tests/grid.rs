@@ -56,17 +56,7 @@ impl Job {
 
     /// The job times `t=` of the monitor-log lines containing `word`, all ranks.
     fn log_times(&self, word: &str) -> Vec<f64> {
-        let run = self.dir.join("signals/job.0/log");
-        let entries = std::fs::read_dir(&run).unwrap_or_else(|e| panic!("{run:?}: {e}\n{self}"));
-        entries
-            .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
-            .flat_map(|text| {
-                text.lines()
-                    .filter(|l| l.contains(word))
-                    .filter_map(|l| field(l, "t")?.parse().ok())
-                    .collect::<Vec<f64>>()
-            })
-            .collect()
+        common::log_times(&self.dir.join("signals/job.0/log"), word)
     }
 }
 
