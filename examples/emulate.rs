@@ -22,6 +22,10 @@
 //! - `--observables RANK:N`: rank RANK adds N observables per realisation
 //!   (the others 1).
 //!
+//! Before the result line, rank 0 prints the statistics of the observable
+//! (`sqrt(id)` per realisation), each number in Rust's shortest round-trip
+//! form: `stats: count=<n> mean=<m> variance=<v> stderr=<e>`.
+//!
 //! A run that ends with an error (on every rank, as soslb guarantees) still
 //! prints its result line, with `error=<code>`, and exits with status 1.
 
@@ -283,6 +287,15 @@ fn run_once(
                 rep.sos_posted,
                 per_checks[r],
                 cpus[r]
+            );
+        }
+        if let Some(st) = summary.as_ref().and_then(|s| s.statistics.first()) {
+            println!(
+                "stats: count={} mean={:e} variance={:e} stderr={:e}",
+                summary.as_ref().map_or(0, |s| s.count),
+                st.mean,
+                st.variance,
+                st.std_error
             );
         }
         let ideal = scenario.ideal(ranks);

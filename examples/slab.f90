@@ -9,9 +9,17 @@
 !> are the transmitted and the reflected fractions. soslb balances the
 !> realisations over the ranks and returns their mean and standard error.
 !>
-!> The random stream of realisation k is seeded from k alone, so the results
-!> do not depend on which rank computed what: every run with the same `total`
-!> prints the same numbers, whatever the number of ranks or their speeds.
+!> The random stream of realisation k starts from soslb_seed(SLAB_SEED, k),
+!> which depends on k alone, so the results do not depend on which rank
+!> computed what: every run with the same `total` prints the same numbers,
+!> whatever the number of ranks, the mode or the speeds, and a job killed and
+!> resumed (config `job_name`, then `resume: true`) prints the numbers of an
+!> uninterrupted one. The mode and every other setting come from the config
+!> file or the SOSLB_* variables (SOSLB_MODE=Static, ...).
+!>
+!> Output on rank 0, the last line in a fixed format for scripts (C's %.17e):
+!>
+!>    stats: realisations=<n> mean=<transmission mean> stderr=<its standard error>
 !>
 !> Build and run (from the repository root, after `cargo build --release`):
 !>
@@ -24,15 +32,17 @@
 !> The random generator and the physics of one realisation.
 module slab_mc
    use, intrinsic :: iso_fortran_env, only: int64, real64
+   use soslb, only: soslb_seed
    implicit none
    private
 
    public :: rng_t, rng_seed, rng_uniform, splitmix64, add64, mul64, slab_realisation
-   public :: SLAB_THICKNESS, SLAB_ALBEDO, SLAB_HISTORIES
+   public :: SLAB_THICKNESS, SLAB_ALBEDO, SLAB_HISTORIES, SLAB_SEED
 
    real(real64), parameter :: SLAB_THICKNESS = 2.0_real64   !! L, in mean free paths
    real(real64), parameter :: SLAB_ALBEDO = 0.7_real64      !! c, scattering probability at a collision
    integer, parameter :: SLAB_HISTORIES = 2000              !! histories of one realisation
+   integer(int64), parameter :: SLAB_SEED = 20070601_int64  !! the user's seed of every stream
 
    ! The random generator: xoshiro256+ (Blackman & Vigna), seeded by
    ! splitmix64, as its authors recommend; xoshiro256+ is their generator for
@@ -110,13 +120,14 @@ contains
       z = ieor(z, ishft(z, -31))
    end function splitmix64
 
-   !> The stream of realisation `id`: xoshiro256+ filled by splitmix64(id).
+   !> The stream of realisation `id` (1-based): xoshiro256+ filled by
+   !> splitmix64 from soslb_seed(SLAB_SEED, id).
    subroutine rng_seed(rng, id)
       type(rng_t), intent(out) :: rng
       integer(int64), intent(in) :: id
       integer(int64) :: x
       integer :: i
-      x = id
+      x = soslb_seed(SLAB_SEED, id)
       do i = 0, 3
          rng%s(i) = splitmix64(x)
       end do
@@ -182,7 +193,7 @@ program slab
    implicit none
 
    type(soslb_t) :: lb
-   integer(int64) :: total, first, last, k
+   integer(int64) :: total, first, last, k, count
    character(len=:), allocatable :: config
    real(real64) :: observables(2), mean(2), std_error(2)
    integer :: ierr, mpierr, rank
@@ -203,17 +214,46 @@ program slab
       end do
    end do
    call check('soslb_next')
-   call soslb_finalize(lb, ierr, mean=mean, std_error=std_error)
+   call soslb_finalize(lb, ierr, mean=mean, std_error=std_error, count=count)
    call check('soslb_finalize')
 
    if (rank == 0) then
       write (output_unit, '(a,es24.16,a,es24.16)') 'transmission: mean=', mean(1), ' std_error=', std_error(1)
       write (output_unit, '(a,es24.16,a,es24.16)') 'reflection: mean=', mean(2), ' std_error=', std_error(2)
+      write (output_unit, '(a,i0,a,a,a,a)') 'stats: realisations=', count, ' mean=', c_e17(mean(1)), &
+         ' stderr=', c_e17(std_error(1))
       flush (output_unit)
    end if
    call MPI_Finalize(mpierr)
 
 contains
+
+   !> `x` as C's printf("%.17e") writes it: 1.23456789012345678e-01, nan, inf.
+   function c_e17(x) result(text)
+      use, intrinsic :: ieee_arithmetic, only: ieee_is_nan, ieee_is_finite
+      real(real64), intent(in) :: x
+      character(len=:), allocatable :: text
+      character(len=32) :: buf
+      integer :: e, exponent
+
+      if (ieee_is_nan(x)) then
+         text = 'nan'
+      else if (.not. ieee_is_finite(x)) then
+         text = merge('-inf', ' inf', x < 0)
+         text = trim(adjustl(text))
+      else
+         write (buf, '(es32.17e3)') x                   ! [-]d.dddddddddddddddddE[+-]ddd
+         buf = adjustl(buf)
+         e = index(buf, 'E')
+         read (buf(e + 1:), *) exponent
+         if (abs(exponent) < 100) then
+            write (buf(e:), '(a,sp,i3.2)') 'e', exponent   ! at least two digits, as C
+         else
+            write (buf(e:), '(a,sp,i0)') 'e', exponent
+         end if
+         text = trim(buf(:e)) // trim(adjustl(buf(e + 1:)))
+      end if
+   end function c_e17
 
    !> slab [total] [config]
    subroutine arguments(total, config)

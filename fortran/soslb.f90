@@ -68,18 +68,28 @@
 !>       ! soslb_next returns .false. on every rank soon (on this rank at its
 !>       ! next call); the statistics cover exactly the realisations added.
 !>
-!>    subroutine soslb_finalize(lb, ierr, mean, std_error, count)     collective
+!>    subroutine soslb_finalize(lb, ierr, mean, std_error, count, variance, computed)   collective
 !>       type(soslb_t),    intent(inout)          :: lb        ! null handle afterwards
 !>       integer,          intent(out), optional  :: ierr
-!>       real(real64),     intent(inout), optional :: mean(:), std_error(:)
+!>       real(real64),     intent(inout), optional :: mean(:), std_error(:), variance(:)
 !>       integer(int64),   intent(inout), optional :: count  ! realisations added, all ranks
-!>       ! The mean and the standard error of the mean (sample variance with
-!>       ! n-1) of the first n observables, n = size(mean) (or size(std_error)
-!>       ! when only that one is given); both arrays, when both are given, must
-!>       ! have the same size. Without them no statistics are returned. On an
-!>       ! error the arguments are left untouched. Called while the rank still
-!>       ! owns realisations (before soslb_next returned .false., and without
+!>       integer(int64),   intent(inout), optional :: computed(:)  ! per rank, ranks 0..size-1
+!>       ! The mean, the sample variance (with n-1) and the standard error of
+!>       ! the mean of the first n observables, n = the size of the arrays
+!>       ! given (they must have the same size). Without them no statistics
+!>       ! are returned. `count` includes realisations journalled by earlier
+!>       ! runs of a resumed job; computed(r+1) is what rank r computed in
+!>       ! this run (-1 beyond the number of ranks). On an error the
+!>       ! arguments are left untouched. Called while the rank still owns
+!>       ! realisations (before soslb_next returned .false., and without
 !>       ! soslb_stop), it is an error on every rank.
+!>
+!>    integer(int64) function soslb_seed(user_seed, id)
+!>       integer(int64),   intent(in)             :: user_seed, id   ! id in 1..total
+!>       ! The start of realisation id's random stream: a well-mixed 64-bit
+!>       ! value that depends on (user_seed, id) alone, never on the rank or
+!>       ! the balancing (the same as soslb_seed(user_seed, id - 1) in C).
+!>       ! Fill your generator's state from it (e.g. through splitmix64).
 !>
 !>    function soslb_error_message() result(msg)
 !>       character(len=:), allocatable :: msg
@@ -94,7 +104,8 @@
 !> ------
 !>
 !> `ierr` is the last positional argument and optional everywhere (`config`,
-!> `mean` and `std_error` are keyword arguments after it). When `ierr` is
+!> `mean`, `std_error`, `count`, `variance` and `computed` are keyword
+!> arguments after it). When `ierr` is
 !> present it is set to SOSLB_OK (0) or to one of the SOSLB_ERR_* codes, and
 !> soslb_error_message() gives the text. When `ierr` is absent, an error is
 !> fatal, like MPI's default error handler: the module writes
@@ -104,7 +115,7 @@
 !> Two errors are detected in Fortran, before the C library is called (and so
 !> before any collective communication): soslb_init on a soslb_t that is
 !> already initialised (SOSLB_ERR_STATE) and soslb_finalize with `mean` and
-!> `std_error` of different sizes (SOSLB_ERR_ARGUMENT; the balancer is left
+!> `std_error` (and `variance`) of different sizes (SOSLB_ERR_ARGUMENT; the balancer is left
 !> intact). Their messages are kept by this module, which is not thread safe:
 !> call soslb from one thread (the library makes MPI calls only from the
 !> calling thread anyway).
@@ -157,7 +168,8 @@ module soslb
    implicit none
    private
 
-   public :: soslb_init, soslb_next, soslb_add, soslb_stop, soslb_finalize, soslb_error_message
+   public :: soslb_init, soslb_next, soslb_add, soslb_stop, soslb_finalize, soslb_error_message, &
+      soslb_seed
 
    ! Error codes, as in soslb.h.
    integer, parameter, public :: SOSLB_OK = 0
@@ -221,14 +233,23 @@ module soslb
          integer(c_int) :: code
       end function c_soslb_stop
 
-      function c_soslb_finalize(lb, mean, std_error, n, count) bind(C, name='soslb_finalize') result(code)
+      function c_soslb_finalize(lb, mean, variance, std_error, n, count, computed, ranks) &
+         bind(C, name='soslb_finalize') result(code)
          import :: c_int, c_int64_t, c_double, c_ptr
          type(c_ptr), intent(inout) :: lb                 ! soslb **
-         real(c_double), intent(inout), optional :: mean(*), std_error(*)
+         real(c_double), intent(inout) :: mean(*), variance(*), std_error(*)
          integer(c_int64_t), value :: n
-         integer(c_int64_t), intent(out), optional :: count
+         integer(c_int64_t), intent(out) :: count
+         integer(c_int64_t), intent(inout) :: computed(*)
+         integer(c_int64_t), value :: ranks
          integer(c_int) :: code
       end function c_soslb_finalize
+
+      function c_soslb_seed(user_seed, id) bind(C, name='soslb_seed') result(seed)
+         import :: c_int64_t
+         integer(c_int64_t), value :: user_seed, id
+         integer(c_int64_t) :: seed
+      end function c_soslb_seed
 
       function c_soslb_error_message(buf, len) bind(C, name='soslb_error_message') result(full)
          import :: c_int64_t, c_char
@@ -341,49 +362,61 @@ contains
       call check(c_soslb_stop(lb%handle), ierr)
    end subroutine soslb_stop
 
-   subroutine soslb_finalize(lb, ierr, mean, std_error, count)
+   subroutine soslb_finalize(lb, ierr, mean, std_error, count, variance, computed)
       type(soslb_t), intent(inout) :: lb
       integer, intent(out), optional :: ierr
-      real(real64), intent(inout), optional :: mean(:), std_error(:)
+      real(real64), intent(inout), optional :: mean(:), std_error(:), variance(:)
       integer(int64), intent(inout), optional :: count
-      real(c_double), allocatable :: m(:), e(:)
+      integer(int64), intent(inout), optional :: computed(:)
+      real(c_double), allocatable :: m(:), v(:), e(:)
+      integer(c_int64_t), allocatable :: per_rank(:)
       integer(c_int64_t) :: c_count
       integer(c_int) :: code
-      integer :: n
-      character(len=24) :: sizes
+      integer :: n, sizes(3), ranks
+      logical :: given(3)
+      character(len=40) :: text
 
+      given = [present(mean), present(variance), present(std_error)]
+      sizes = 0
+      if (given(1)) sizes(1) = size(mean)
+      if (given(2)) sizes(2) = size(variance)
+      if (given(3)) sizes(3) = size(std_error)
       n = 0
-      if (present(mean)) then
-         n = size(mean)
-         if (present(std_error)) then
-            if (size(std_error) /= n) then
-               write (sizes, '(i0," and ",i0)') size(mean), size(std_error)
-               call fail_local(SOSLB_ERR_ARGUMENT, 'soslb_finalize: mean and std_error have different sizes (' // &
-                  trim(sizes) // '); the balancer is not finalised', ierr)
-               return
-            end if
-         end if
-      else if (present(std_error)) then
-         n = size(std_error)
+      if (any(given)) n = maxval(sizes, mask=given)
+      if (any(given .and. sizes /= n)) then
+         write (text, '(i0,", ",i0," and ",i0)') sizes
+         call fail_local(SOSLB_ERR_ARGUMENT, 'soslb_finalize: mean, variance and std_error have ' // &
+            'different sizes (' // trim(text) // ', 0 when absent); the balancer is not finalised', ierr)
+         return
       end if
+      ranks = 0
+      if (present(computed)) ranks = size(computed)
 
-      ! The caller's arguments change only on success.
-      if (n > 0) then
-         ! Contiguous buffers for C, also when only one of the arrays is given.
-         allocate (m(n), e(n))
-         m = ieee_value(1.0_c_double, ieee_quiet_nan)
-         e = m
-         code = c_soslb_finalize(lb%handle, m, e, int(n, c_int64_t), c_count)
-         if (code == SOSLB_OK .and. present(mean)) mean = real(m, real64)
-         if (code == SOSLB_OK .and. present(std_error)) std_error = real(e, real64)
-      else
-         code = c_soslb_finalize(lb=lb%handle, n=0_c_int64_t, count=c_count)   ! NULL arrays
+      ! The caller's arguments change only on success; contiguous buffers for C.
+      allocate (m(n), v(n), e(n), per_rank(ranks))
+      m = ieee_value(1.0_c_double, ieee_quiet_nan)
+      v = m
+      e = m
+      per_rank = -1
+      code = c_soslb_finalize(lb%handle, m, v, e, int(n, c_int64_t), c_count, per_rank, &
+         int(ranks, c_int64_t))
+      if (code == SOSLB_OK) then
+         if (present(mean)) mean = real(m, real64)
+         if (present(variance)) variance = real(v, real64)
+         if (present(std_error)) std_error = real(e, real64)
+         if (present(count)) count = int(c_count, int64)
+         if (present(computed)) computed = int(per_rank, int64)
       end if
-      if (code == SOSLB_OK .and. present(count)) count = int(c_count, int64)
       ! The library has set the handle to NULL: the balancer is freed, also
       ! after an error (finalize is collective and happens once).
       call check(code, ierr)
    end subroutine soslb_finalize
+
+   function soslb_seed(user_seed, id) result(seed)
+      integer(int64), intent(in) :: user_seed, id
+      integer(int64) :: seed
+      seed = int(c_soslb_seed(int(user_seed, c_int64_t), int(id - 1, c_int64_t)), int64)
+   end function soslb_seed
 
    function soslb_error_message() result(msg)
       character(len=:), allocatable :: msg

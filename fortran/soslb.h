@@ -14,7 +14,7 @@
  *           double x = realisation(id);      // seeds its generator from id
  *           soslb_add(lb, &x, 1);
  *       }
- *   soslb_finalize(&lb, mean, std_error, 1, NULL);
+ *   soslb_finalize(&lb, mean, NULL, std_error, 1, NULL, NULL, 0);
  *
  * The library never calls MPI_Init or MPI_Finalize and makes MPI calls only
  * from the thread that calls it.
@@ -80,15 +80,31 @@ int soslb_stop(soslb *lb);
 int soslb_add(soslb *lb, const double *values, int64_t n);
 
 /*
- * Collective. Writes the mean and the standard error of the mean (sample
- * variance with n - 1) of each of the first `n` observables (n may be 0 and
- * the arrays NULL) and, when `count` is not NULL, the number of realisations
- * added over all ranks; frees the balancer and its duplicate communicator,
- * and sets *lb to NULL. On an error nothing is written to the arrays.
- * Called before soslb_next reported the end (and without soslb_stop), it is
- * an error on every rank.
+ * Collective. Writes, for each of the first `n` observables, the mean, the
+ * sample variance (with n - 1) and the standard error of the mean, into
+ * those of the arrays `mean`, `variance` and `std_error` that are not NULL
+ * (n may be 0); when `count` is not NULL, the number of realisations added
+ * over all ranks (with a resumed journal, the journalled ones too); when
+ * `computed` is not NULL, the realisations each of the first `ranks` ranks
+ * computed in this run (-1 beyond the communicator's size). Frees the
+ * balancer and its duplicate communicator, and sets *lb to NULL. On an
+ * error nothing is written to the arrays. Called before soslb_next reported
+ * the end (and without soslb_stop), it is an error on every rank.
  */
-int soslb_finalize(soslb **lb, double *mean, double *std_error, int64_t n, int64_t *count);
+int soslb_finalize(soslb **lb, double *mean, double *variance, double *std_error, int64_t n,
+                   int64_t *count, int64_t *computed, int64_t ranks);
+
+/*
+ * The start of the random stream of realisation `id` (0-based) for the
+ * user's seed: a well-mixed 64-bit value that depends on (user_seed, id)
+ * alone, never on the rank or on the balancing, so a realisation computes
+ * the same values wherever and whenever it runs (also in a resumed job).
+ * Distinct ids give distinct values. Fill the state of your generator from
+ * it (e.g. through splitmix64), or use it as the state of a splitmix64
+ * generator. Fortran's soslb_seed(user_seed, k) takes the 1-based id k and
+ * gives the value of id k - 1 here.
+ */
+uint64_t soslb_seed(uint64_t user_seed, int64_t id);
 
 /*
  * Copy the message of the last error of the calling thread into buf (NUL

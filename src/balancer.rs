@@ -8,10 +8,12 @@ use crate::board::watch::Discovery;
 use crate::board::{Access, Board};
 use crate::comm::{Comm, Wave, check_mpi};
 use crate::config::{self, Config, Mode};
+use crate::deadline::{self, Deadline};
 use crate::error::{Error, Result, code};
 use crate::monitor::Monitor;
 use crate::plan::WarmupReport;
 use crate::policy::{Params, Rank, RankReport, Step};
+use crate::resume::{JobJournal, Journal, Prior};
 use crate::stats::{Observables, Statistic};
 use crate::topology::Topology;
 use crate::verdict::{Audit, Judge, Status, Verdict, Words};
@@ -32,6 +34,10 @@ const BUSY_TEST_INTERVAL: f64 = 0.01;
 
 /// The `init`s of this process so far: each run gets its own directory.
 static RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// The common start of the first run of the process: the config's walltime
+/// counts from it.
+static FIRST_START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 
 /// Balances `total` realisations over the ranks of a communicator.
 ///
@@ -58,6 +64,15 @@ pub struct Balancer {
     observables: Observables,
     warnings: Vec<String>,
     end: Termination,
+    /// The deadline (DESIGN §11), if there is a walltime.
+    deadline: Option<Deadline>,
+    /// When this rank stops for the deadline (infinite: never).
+    stop_at: f64,
+    /// The completion journal, with a `job_name`.
+    journal: Option<Journal>,
+    /// The first of `stop_at` and the journal's next write: the one
+    /// comparison the deadline and the journal add to the fast path.
+    due: f64,
 }
 
 /// The shell's side of the termination: waves, this rank's failure or stop,
@@ -100,8 +115,12 @@ pub struct Summary {
     pub elapsed: f64,
     /// How the job ended.
     pub verdict: Verdict,
-    /// The ids computed over all ranks, against `0..total`.
+    /// The ids computed over all ranks, against `0..total` (in a resumed
+    /// run: against the ids the journal did not hold, numbered from 0).
     pub audit: Audit,
+    /// Realisations whose sums came from the completion journal of earlier
+    /// runs (included in `count` and `statistics`).
+    pub resumed: u64,
 }
 
 impl Balancer {
@@ -231,9 +250,43 @@ impl Balancer {
             crate::error::warn(me, reason);
             warnings.push(reason.to_string());
         }
+        let mut journal = open_journal(&comm, &config, total)?;
+        if let Some(j) = &journal {
+            let p = j.prior();
+            for w in &p.warnings {
+                if me == 0 {
+                    crate::error::warn(me, w);
+                }
+                warnings.push(w.clone());
+            }
+            monitor.line(
+                0.0,
+                format_args!(
+                    "journal dir={} earlier_runs={} journalled={} to_compute={}",
+                    p.dir.display(),
+                    p.runs,
+                    p.done.len(),
+                    j.to_compute(total)
+                ),
+            );
+        }
+        let to_compute = journal.as_ref().map_or(total, |j| j.to_compute(total));
         comm.quiet_barrier();
         let start = Instant::now();
-        let mut rank = Rank::new(me, total, Params::from(&config), topology);
+        let first = *FIRST_START.get_or_init(|| start);
+        let deadline = deadline_of(&config, start - first, to_compute);
+        let stop_at = deadline.as_ref().map_or(f64::INFINITY, Deadline::stop_at);
+        if let Some(d) = &deadline {
+            monitor.line(
+                0.0,
+                format_args!("deadline limit={:.3} stop_at={stop_at:.3}", d.limit()),
+            );
+        }
+        let due = journal
+            .as_mut()
+            .map_or(f64::INFINITY, |j| j.due())
+            .min(stop_at);
+        let mut rank = Rank::new(me, to_compute, Params::from(&config), topology);
         if discovery.is_some() {
             // The cost of one look at the board, before the first decision
             // that depends on it: a locked read of this rank's own record.
@@ -242,7 +295,7 @@ impl Balancer {
             rank.observe_storage(t.elapsed().as_secs_f64());
         }
         let end = Termination {
-            judge: Judge::new(total, comm.size()),
+            judge: Judge::new(to_compute, comm.size()),
             wave: None,
             next_wave: 0.0,
             next_test: 0.0,
@@ -266,6 +319,10 @@ impl Balancer {
             observables: Observables::new(),
             warnings,
             end,
+            deadline,
+            stop_at,
+            journal,
+            due,
         })
     }
 
@@ -284,6 +341,9 @@ impl Balancer {
     /// every rank as [`Error::Rank`], and again by later calls.
     #[allow(clippy::should_implement_trait)] // fallible and blocking: not an Iterator
     pub fn next(&mut self) -> Result<Option<Range<u64>>> {
+        if let Some(j) = &mut self.journal {
+            j.completed();
+        }
         if self.end.verdict.is_some() {
             return self.outcome();
         }
@@ -291,12 +351,22 @@ impl Balancer {
             self.conclude();
             return self.outcome();
         }
+        if let Some(piece) = self.journal.as_mut().and_then(Journal::pending) {
+            return Ok(Some(piece));
+        }
         if self.stretch > 0.0
             && let Some(t) = self.handed_out.take()
         {
             std::thread::sleep(t.elapsed().mul_f64(self.stretch));
         }
         let mut now = self.now();
+        // The journal's write is not computing time: the chunk handed out
+        // next starts after it.
+        let journalled = now >= self.due;
+        if journalled && self.on_due(now) {
+            self.conclude();
+            return self.outcome();
+        }
         loop {
             let ops = self.board.ops();
             let step = self.rank.next(now, &mut self.board);
@@ -310,7 +380,7 @@ impl Balancer {
                     // Only computing counts in the speed, never file time;
                     // the file time sets how often the board is consulted.
                     let touched = self.board.ops() != ops;
-                    if logged || touched {
+                    if logged || touched || journalled {
                         let t = self.now();
                         if touched {
                             self.rank.observe_storage(t - now);
@@ -323,7 +393,10 @@ impl Balancer {
                     if self.stretch > 0.0 {
                         self.handed_out = Some(Instant::now());
                     }
-                    return Ok(Some(ids));
+                    return Ok(Some(match &mut self.journal {
+                        Some(j) => j.hand_out(ids),
+                        None => ids,
+                    }));
                 }
                 Ok(Step::Exchange(report)) => {
                     if let Err(e) = self.exchange(&report) {
@@ -353,6 +426,72 @@ impl Balancer {
             self.monitor.line(t, format_args!("stop asked"));
         }
         self.end.stop = true;
+    }
+
+    /// The deadline's stop or the journal's write is due at `now`. True when
+    /// this rank stops for the deadline.
+    #[cold]
+    fn on_due(&mut self, now: f64) -> bool {
+        if let Some(j) = &mut self.journal
+            && now >= j.due()
+            && let Err(e) = j.write(now, &self.observables)
+        {
+            let text = format!("the completion journal could not be written: {e}");
+            if self.board.warn(&text) {
+                self.warnings.push(text.clone());
+            }
+            self.monitor.line(now, format_args!("warning {text}"));
+        }
+        self.due = self
+            .journal
+            .as_ref()
+            .map_or(f64::INFINITY, Journal::due)
+            .min(self.stop_at);
+        if now < self.stop_at || self.end.stop {
+            return false;
+        }
+        let text = format!(
+            "deadline: stopping at {now:.1} s, the walltime minus the margin \
+             (on_deadline: Stop); the statistics cover the realisations completed"
+        );
+        if self.comm.rank() == 0 {
+            crate::error::warn(0, &text);
+        }
+        self.monitor.line(now, format_args!("{text}"));
+        self.stop();
+        true
+    }
+
+    /// Rank 0: compare the job's forecast end (the plan's horizon when
+    /// given, the job's rate over the recent waves with their completed
+    /// count, and its own forecast when no rank helps another) with the
+    /// deadline, and warn the first time it passes it.
+    #[cold]
+    fn watch_deadline(&mut self, now: f64, completed: Option<u64>, horizon: Option<f64>) {
+        if self.comm.rank() != 0 {
+            return;
+        }
+        let Some(d) = &mut self.deadline else {
+            return;
+        };
+        if let Some(c) = completed {
+            d.observe(now, c);
+        }
+        let own = (self.config.mode != Mode::Full && self.rank.speed() > 0.0)
+            .then(|| crate::speed::forecast(now, self.rank.remaining(), self.rank.speed()));
+        let Some(forecast) = [horizon, d.rate_forecast(), own]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max)
+        else {
+            return;
+        };
+        if let Some(w) = d.check(now, forecast) {
+            crate::error::warn(0, &w.text);
+            self.monitor.line(now, format_args!("warning {}", w.text));
+            self.monitor.flush();
+            self.warnings.push(w.text);
+        }
     }
 
     /// What `next` returns once there is a verdict.
@@ -443,6 +582,9 @@ impl Balancer {
             let (completed, speed) = words.job();
             self.rank.observe_job(now, completed, speed);
             self.end.wave = None;
+            if self.deadline.is_some() {
+                self.watch_deadline(now, Some(completed), None);
+            }
             self.end.waiting = None;
             if let Some(v) = verdict {
                 self.conclude_with(v);
@@ -551,7 +693,11 @@ impl Balancer {
             return Ok(());
         }
         let now = self.now();
-        self.rank.apply_plan(&reports, now)
+        self.rank.apply_plan(&reports, now)?;
+        if self.deadline.is_some() {
+            self.watch_deadline(now, None, Some(self.rank.horizon()));
+        }
+        Ok(())
     }
 
     /// Idle until `until`, waking early when the open index changes, while
@@ -584,6 +730,11 @@ impl Balancer {
     /// Add the observables of one realisation to the final statistics
     /// (every call, on every rank, passes the same number of values).
     pub fn add(&mut self, values: &[f64]) -> Result<()> {
+        if self.observables.is_empty()
+            && let Some(j) = &self.journal
+        {
+            j.prior().check_observables(values.len())?;
+        }
         self.observables.add(values)
     }
 
@@ -638,6 +789,22 @@ impl Balancer {
             self.leave();
         }
         let elapsed = self.now();
+        if let Some(j) = &mut self.journal {
+            j.completed();
+            if let Err(e) = j.write(elapsed, &self.observables) {
+                // The run's result stands; a resumed run would compute
+                // this rank's last ids again.
+                crate::error::warn(
+                    self.comm.rank(),
+                    &format!("the final write of the completion journal failed: {e}"),
+                );
+            }
+            let (writes, mean) = j.cost();
+            self.monitor.line(
+                elapsed,
+                format_args!("journal writes={writes} mean_write_ms={:.3}", mean * 1e3),
+            );
+        }
         let mine = self.rank.report();
         let audit = self.rank.audit();
         let words = [
@@ -682,7 +849,13 @@ impl Balancer {
             });
         }
         // The observables per realisation must agree between the ranks that added any.
-        let n = rows.iter().map(|w| w[9]).max().unwrap_or(0) as usize;
+        let prior = self.journal.as_ref().map(Journal::prior);
+        let n = rows
+            .iter()
+            .map(|w| w[9] as usize)
+            .chain(prior.map(|p| p.observables))
+            .max()
+            .unwrap_or(0);
         let mismatch = rows
             .iter()
             .position(|w| w[10] > 0 && w[9] as usize != n)
@@ -698,7 +871,14 @@ impl Balancer {
                 )
             });
         let observables = match mismatch {
-            None => Observables::from_words(n, &self.comm.sum(&self.observables.to_words(n)))?,
+            None => {
+                let mut words = self.observables.to_words(n);
+                // The journalled sums of earlier runs, once (on rank 0).
+                if let Some(p) = prior.filter(|p| p.observables == n && self.comm.rank() == 0) {
+                    words.iter_mut().zip(&p.words).for_each(|(w, p)| *w += p);
+                }
+                Observables::from_words(n, &self.comm.sum(&words))?
+            }
             Some(_) => Observables::new(),
         };
         let verdict = self.end.verdict.clone().unwrap_or(Verdict::Done);
@@ -713,6 +893,7 @@ impl Balancer {
             elapsed,
             verdict: verdict.clone(),
             audit: total_audit,
+            resumed: prior.map_or(0, Prior::count),
         };
         let total = self.rank.total();
         let audit_error = summary.audit_problem(total);
@@ -807,6 +988,60 @@ fn create_run(config: &Config, total: u64, ranks: usize) -> Result<PathBuf> {
         }
     }
     Err(last.unwrap_or_else(|| Error::Internal("no run directory tried".into())))
+}
+
+/// With a `job_name`: rank 0 opens the job's completion journal (reading
+/// the earlier runs' when resuming), and every rank learns what they
+/// completed (collective).
+fn open_journal(comm: &Comm, config: &Config, total: u64) -> Result<Option<Journal>> {
+    let Some(name) = &config.job_name else {
+        return Ok(None);
+    };
+    let opened = if comm.rank() == 0 {
+        JobJournal::open(&config.signal_dir, name, config.resume, total, comm.size()).and_then(
+            |(job, prior)| {
+                let text = ron::to_string(&prior)
+                    .map_err(|e| Error::Internal(format!("the journal's summary: {e}")))?;
+                Ok((Some(job), text))
+            },
+        )
+    } else {
+        Ok((None, String::new()))
+    };
+    let (job, text) = comm.agree(opened)?;
+    let text = comm.broadcast_string(&text, 0);
+    let prior: Prior = ron::from_str(&text)
+        .map_err(|e| Error::Internal(format!("the journal's summary from rank 0: {e}")))?;
+    let interval = config.check_interval;
+    Ok(Some(Journal::new(job, prior, comm.rank(), total, interval)))
+}
+
+/// The deadline of a run that started `since_first` after the first run of
+/// the process, for `total` realisations: from the config's walltime and
+/// the batch system's end time (`SLURM_JOB_END_TIME`, seconds since 1970).
+fn deadline_of(config: &Config, since_first: Duration, total: u64) -> Option<Deadline> {
+    let batch = std::env::var("SLURM_JOB_END_TIME")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .and_then(|end| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()?;
+            Some(("SLURM_JOB_END_TIME", end - now.as_secs_f64()))
+        });
+    let (walltime, source) = deadline::walltime(config.walltime, since_first.as_secs_f64(), batch)?;
+    let margin = config
+        .deadline_margin
+        .unwrap_or_else(|| deadline::default_margin(walltime));
+    let window = (20.0 * config.check_interval).max(2.0);
+    Some(Deadline::new(
+        walltime,
+        margin,
+        source,
+        config.on_deadline,
+        total,
+        window,
+    ))
 }
 
 /// After a clean finalize: remove the signal files of the run, and the whole
@@ -905,6 +1140,12 @@ impl Summary {
                 self.audit.count
             ),
         };
+        if self.resumed > 0 {
+            s += &format!(
+                "  journal: {} realisations from earlier runs, {} computed in this run\n",
+                self.resumed, self.audit.count
+            );
+        }
         let errors: u64 = self.ranks.iter().map(|r| r.errors).sum();
         if errors > 0 {
             s += &format!(
@@ -1051,6 +1292,7 @@ mod tests {
             elapsed: 1.0,
             verdict,
             audit,
+            resumed: 0,
         }
     }
 

@@ -45,6 +45,21 @@ pub enum Discovery {
     Poll,
 }
 
+/// What the ranks do when the job's forecast end passes the walltime minus
+/// `deadline_margin` (DESIGN §11).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnDeadline {
+    /// Rank 0 warns (stderr and its monitor log) with the forecast and the
+    /// walltime; the job runs on.
+    #[default]
+    Warn,
+    /// Warn, and stop taking new realisations at the walltime minus the
+    /// margin, so that the job ends cleanly before it; the statistics cover
+    /// exactly the realisations completed (and a journal, with `job_name`,
+    /// lets a later run with `resume` compute the rest).
+    Stop,
+}
+
 /// Where ranks are, for the helpers' preference of nearby SOS (DESIGN §7).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub enum Hosts {
@@ -83,8 +98,27 @@ pub struct Config {
     pub warmup: f64,
     /// Warm-up as a fraction of `walltime` (the paper uses 0.05).
     pub warmup_fraction: Option<f64>,
-    /// The declared walltime `t_f` of the job, seconds.
+    /// The declared walltime `t_f` of the job, seconds from the first
+    /// `init` of the process. The batch system's end time
+    /// (`SLURM_JOB_END_TIME`) counts too: the earlier one is the deadline.
     pub walltime: Option<f64>,
+    /// Seconds before the walltime that the job should be over by (default
+    /// 60, or a tenth of the time left to the walltime at init when that is
+    /// less): the forecast is compared with the walltime minus this margin,
+    /// and `on_deadline: Stop` stops there. It must cover the last
+    /// realisations under way, `finalize` and the program's own output.
+    pub deadline_margin: Option<f64>,
+    /// `Warn` (default) or `Stop`, see [`OnDeadline`].
+    pub on_deadline: OnDeadline,
+    /// The name of a job whose completions are journalled on the signal
+    /// directory, `<signal_dir>/<job_name>/`, so that a later run with
+    /// `resume` computes only the missing realisations (default none: no
+    /// journal).
+    pub job_name: Option<String>,
+    /// Continue the journal of `job_name`: compute only the ids it does not
+    /// hold, and merge its sums into the statistics (default false; without
+    /// a journal yet, a run with `resume` starts one).
+    pub resume: bool,
     /// Seconds of computing over which speed is measured (default 2.0).
     pub speed_window: f64,
     /// Seconds between two checks of the forecast (default 0.25, at least 0.1).
@@ -139,6 +173,10 @@ impl Default for Config {
             warmup: 1.0,
             warmup_fraction: None,
             walltime: None,
+            deadline_margin: None,
+            on_deadline: OnDeadline::Warn,
+            job_name: None,
+            resume: false,
             speed_window: 2.0,
             check_interval: 0.25,
             late_threshold: 0.25,
@@ -186,6 +224,10 @@ fields!(
     warmup,
     warmup_fraction,
     walltime,
+    deadline_margin,
+    on_deadline,
+    job_name,
+    resume,
     speed_window,
     check_interval,
     late_threshold,
@@ -309,6 +351,7 @@ impl Config {
             ("grace", self.grace, true),
             ("storage_delay", self.storage_delay, true),
             ("wait_warning", self.wait_warning, false),
+            ("deadline_margin", self.deadline_margin.unwrap_or(0.0), true),
         ];
         for (field, v, zero_ok) in positive {
             if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {
@@ -365,12 +408,31 @@ impl Config {
                 format!("entry {i} is {v}: factors are in (0, 1]"),
             );
         }
-        if let Some(id) = &self.job_id
-            && (id.is_empty() || id.contains(['/', '\\']) || id == "." || id == "..")
+        for (field, name) in [("job_id", &self.job_id), ("job_name", &self.job_name)] {
+            if let Some(id) = name
+                && (id.is_empty() || id.contains(['/', '\\']) || id == "." || id == "..")
+            {
+                return bad(
+                    field,
+                    format!("{id:?}: must be a non-empty name without path separators"),
+                );
+            }
+        }
+        if self.resume && self.job_name.is_none() {
+            return bad(
+                "resume",
+                "needs `job_name`, the name of the job whose journal to continue".into(),
+            );
+        }
+        if let (Some(t), Some(m)) = (self.walltime, self.deadline_margin)
+            && m >= t
         {
             return bad(
-                "job_id",
-                format!("{id:?}: must be a non-empty name without path separators"),
+                "deadline_margin",
+                format!(
+                    "{m} s is not less than the walltime, {t} s: the job would stop or warn \
+                     before it starts"
+                ),
             );
         }
         if self.signal_dir.as_os_str().is_empty() {
@@ -424,7 +486,7 @@ mod tests {
         let c: Config = ron_options().from_str("()").unwrap();
         assert_eq!(c, Config::default());
         c.validate("test").unwrap();
-        assert_eq!(FIELDS.len(), 22);
+        assert_eq!(FIELDS.len(), 26);
     }
 
     #[test]
@@ -517,6 +579,44 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("grace"), "{msg}");
+    }
+
+    #[test]
+    fn deadline_and_journal_fields() {
+        let mut c = Config::default();
+        assert_eq!((c.on_deadline, c.deadline_margin), (OnDeadline::Warn, None));
+        c.apply_env(env(&[
+            ("SOSLB_WALLTIME", "3600"),
+            ("SOSLB_ON_DEADLINE", "Stop"),
+            ("SOSLB_JOB_NAME", "count-experiment"),
+            ("SOSLB_RESUME", "true"),
+        ]))
+        .unwrap();
+        assert_eq!(c.walltime, Some(3600.0));
+        assert_eq!(c.on_deadline, OnDeadline::Stop);
+        assert_eq!(c.job_name.as_deref(), Some("count-experiment"));
+        assert!(c.resume);
+        let err = |pairs: &[(&str, &str)]| {
+            let mut c = Config::default();
+            c.apply_env(env(pairs)).unwrap_err().to_string()
+        };
+        let msg = err(&[("SOSLB_RESUME", "true")]);
+        assert!(
+            msg.contains("`resume`") && msg.contains("job_name"),
+            "{msg}"
+        );
+        let msg = err(&[("SOSLB_JOB_NAME", "a/b")]);
+        assert!(
+            msg.contains("`job_name`") && msg.contains("path separators"),
+            "{msg}"
+        );
+        let msg = err(&[("SOSLB_WALLTIME", "30"), ("SOSLB_DEADLINE_MARGIN", "30")]);
+        assert!(
+            msg.contains("`deadline_margin`") && msg.contains("30 s"),
+            "{msg}"
+        );
+        let msg = err(&[("SOSLB_ON_DEADLINE", "Kill")]);
+        assert!(msg.contains("SOSLB_ON_DEADLINE"), "{msg}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use crate::balancer::Balancer;
 use crate::error::{Error, Result, code};
+use crate::stats::Statistic;
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -136,16 +137,20 @@ pub unsafe extern "C" fn soslb_stop(lb: *mut Handle) -> c_int {
 /// See `fortran/soslb.h`.
 ///
 /// # Safety
-/// `lb` points to a handle from `soslb_init` (or NULL); `mean` and
-/// `std_error` point to `n` writable doubles when `n > 0`; `count` is NULL
-/// or points to a writable `int64_t`.
+/// `lb` points to a handle from `soslb_init` (or NULL); `mean`, `variance`
+/// and `std_error` are NULL or point to `n` writable doubles; `count` is
+/// NULL or points to a writable `int64_t`; `computed` is NULL or points to
+/// `ranks` writable `int64_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn soslb_finalize(
     lb: *mut *mut Handle,
     mean: *mut f64,
+    variance: *mut f64,
     std_error: *mut f64,
     n: i64,
     count: *mut i64,
+    computed: *mut i64,
+    ranks: i64,
 ) -> c_int {
     guard(|| {
         let slot = out(lb, "lb")?;
@@ -162,28 +167,41 @@ pub unsafe extern "C" fn soslb_finalize(
         // waiting; on an error the caller's arrays are left as they are.
         let summary = balancer.finish()?;
         let n = usize::try_from(n).map_err(|_| Error::argument("n", format!("{n} is negative")))?;
+        let ranks = usize::try_from(ranks)
+            .map_err(|_| Error::argument("ranks", format!("{ranks} is negative")))?;
         // SAFETY: NULL or a writable int64_t (the caller's contract).
         if let Some(count) = unsafe { count.as_mut() } {
             *count = summary.count as i64;
         }
-        if n > 0 {
-            if mean.is_null() || std_error.is_null() {
-                return Err(Error::argument(
-                    "mean/std_error",
-                    format!("NULL with n = {n}"),
-                ));
-            }
+        type Column = (*mut f64, fn(&Statistic) -> f64);
+        let columns: [Column; 3] = [
+            (mean, |s| s.mean),
+            (variance, |s| s.variance),
+            (std_error, |s| s.std_error),
+        ];
+        for (array, of) in columns.into_iter().filter(|(a, _)| !a.is_null()) {
             for k in 0..n {
-                let s = summary.statistics.get(k);
-                // SAFETY: both arrays hold n doubles (the caller's contract).
-                unsafe {
-                    *mean.add(k) = s.map_or(f64::NAN, |s| s.mean);
-                    *std_error.add(k) = s.map_or(f64::NAN, |s| s.std_error);
-                }
+                let v = summary.statistics.get(k).map_or(f64::NAN, of);
+                // SAFETY: a non-null array holds n doubles (the caller's contract).
+                unsafe { *array.add(k) = v };
+            }
+        }
+        if !computed.is_null() {
+            for r in 0..ranks {
+                let c = summary.ranks.get(r).map_or(-1, |rep| rep.computed as i64);
+                // SAFETY: a non-null `computed` holds `ranks` int64_t (the caller's contract).
+                unsafe { *computed.add(r) = c };
             }
         }
         Ok(())
     })
+}
+
+/// See `fortran/soslb.h` and [`crate::seed::seed`]: the start of the random
+/// stream of realisation `id` (0-based), the same on every rank and run.
+#[unsafe(no_mangle)]
+pub extern "C" fn soslb_seed(user_seed: u64, id: i64) -> u64 {
+    crate::seed::seed(user_seed, id as u64)
 }
 
 /// See `fortran/soslb.h`.

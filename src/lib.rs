@@ -39,6 +39,16 @@
 //! # Ok::<(), soslb::Error>(())
 //! ```
 //!
+//! ## A grid job
+//!
+//! A declared walltime (`walltime`, or `SLURM_JOB_END_TIME`) makes rank 0
+//! warn when the job's forecast end passes it, and with `on_deadline: Stop`
+//! the ranks stop in time ([`deadline`]). With a `job_name` each rank
+//! journals what it completed, and a run with `resume` computes only the
+//! rest, with the same bits as one uninterrupted run ([`resume`]).
+//! [`seed::seed`] gives each realisation a start for its generator that
+//! depends on its id alone.
+//!
 //! Fortran and C programs use the module `fortran/soslb.f90` and the header
 //! `fortran/soslb.h` over the static library ([`ffi`]).
 //!
@@ -61,13 +71,16 @@ pub mod balancer;
 pub mod board;
 mod comm;
 pub mod config;
+pub mod deadline;
 pub mod error;
 pub mod ffi;
 pub mod ids;
 pub mod monitor;
 pub mod plan;
 pub mod policy;
+pub mod resume;
 pub mod scenario;
+pub mod seed;
 pub mod sim;
 pub mod speed;
 pub mod stats;

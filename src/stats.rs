@@ -191,6 +191,9 @@ impl ExactSum {
 pub struct Statistic {
     /// The mean over the realisations (NaN if there were none).
     pub mean: f64,
+    /// The unbiased sample variance `Σ(x − mean)² / (count − 1)` (NaN for
+    /// fewer than two realisations).
+    pub variance: f64,
     /// The standard error of the mean, `sqrt(var / count)` with the unbiased
     /// sample variance `var` (NaN for fewer than two realisations).
     pub std_error: f64,
@@ -346,7 +349,7 @@ impl Observables {
         })
     }
 
-    /// Mean and standard error of each observable, from the exact sums
+    /// Mean, variance and standard error of each observable, from the exact sums
     /// `S = Σx`, `Q = Σx²` and the count `c`:
     /// `mean = S/c`, `var = max(0, Q − S²/c) / (c − 1)`, `std_error = sqrt(var/c)`.
     ///
@@ -355,8 +358,8 @@ impl Observables {
     /// so the cancellation when `std ≪ |mean|` costs little: the relative error
     /// of `var` is about `2^-104 · (mean² + var) / var`, plus one rounding;
     /// the mean is within an ulp of `S/c`. All of it is deterministic.
-    /// Counts above 2^53 are rounded to `f64`. No realisations: NaN mean and
-    /// error; one realisation: NaN error.
+    /// Counts above 2^53 are rounded to `f64`. No realisations: NaN mean,
+    /// variance and error; one realisation: NaN variance and error.
     pub fn statistics(&self) -> Vec<Statistic> {
         let c = self.count as f64;
         let stat = |(s, q): (&ExactSum, &ExactSum)| {
@@ -370,13 +373,14 @@ impl Observables {
             let e = (q1 - (d - z)) + (-p1 - z);
             let dev = d + (e + q2 - p2);
             let var = if dev < 0.0 { 0.0 } else { dev / (c - 1.0) };
-            let std_error = if self.count < 2 {
-                f64::NAN
+            let (variance, std_error) = if self.count < 2 {
+                (f64::NAN, f64::NAN)
             } else {
-                (var / c).sqrt()
+                (var, (var / c).sqrt())
             };
             Statistic {
                 mean: m1 + m2,
+                variance,
                 std_error,
             }
         };
@@ -579,6 +583,10 @@ mod tests {
                 "{j}: {st:?} {mean}"
             );
             let se = (var / c).sqrt();
+            assert!(
+                (st.variance - var).abs() <= 1e-10 * var,
+                "{j}: {st:?} {var}"
+            );
             assert!((st.std_error - se).abs() <= 1e-10 * se, "{j}: {st:?} {se}");
         }
         // Strong cancellation: x = 1e8 + k·2^-10, std/mean ~ 1e-9; exact reference.
@@ -640,12 +648,13 @@ mod tests {
         assert!(st.len() == 2 && st[0].mean.is_nan() && st[1].std_error.is_nan());
         obs.add(&[1.0]).unwrap();
         let st = obs.statistics()[0];
-        assert!(st.mean == 1.0 && st.std_error.is_nan());
+        assert!(st.mean == 1.0 && st.variance.is_nan() && st.std_error.is_nan());
         obs.add(&[3.0]).unwrap();
         assert_eq!(
             obs.statistics(),
             [Statistic {
                 mean: 2.0,
+                variance: 2.0,
                 std_error: 1.0
             }]
         );

@@ -217,9 +217,15 @@ fn number(line: &str, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("no number {key} in `{line}`"))
 }
 
-/// The two statistics lines of slab.
+/// The statistics lines of slab; the `stats:` line must be the last.
 fn statistics(r: &Run) -> String {
-    format!("{}\n{}", r.line("transmission: "), r.line("reflection: "))
+    let last = r.stdout.lines().last().unwrap_or("");
+    assert_eq!(last, r.line("stats: "), "not the last line: {r}");
+    format!(
+        "{}\n{}\n{last}",
+        r.line("transmission: "),
+        r.line("reflection: ")
+    )
 }
 
 #[test]
@@ -247,11 +253,12 @@ fn slab_statistics_are_identical_whatever_the_balancing_did() {
         "(summary: true, emulate_speed: [1.0, 0.25, 1.0, 1.0, 0.5])",
     );
     let mut first: Option<(String, String)> = None;
-    for np in [2, 5] {
+    for np in [1, 3, 4] {
         for mode in ["Static", "Warmup", "Full"] {
             let env = [("SOSLB_MODE", mode), ("SOSLB_WARMUP", "0.2")];
-            let r = run_ok(np, "slab", &["3000", &config], &dir, &env);
-            r.assert_computed(np, 3000);
+            let r = run_ok(np, "slab", &["2000", &config], &dir, &env);
+            r.assert_computed(np, 2000);
+            assert_eq!(r.value("stats: ", "realisations"), 2000, "{r}");
             let stats = statistics(&r);
             match &first {
                 None => first = Some((r.what.clone(), stats)),
@@ -399,10 +406,8 @@ fn one_rank_is_a_pass_through() {
     let got: Vec<i64> = keys.iter().map(|k| r.value("ids: ", k)).collect();
     assert_eq!(got, [500, 500, 0, 0], "{keys:?} in {r}");
     r.assert_computed(1, 500);
-    // The same statistics as on several ranks.
-    let one = statistics(&run_ok(1, "slab", &["2000"], &dir, &[]));
-    let three = statistics(&run_ok(3, "slab", &["2000"], &dir, &[]));
-    assert_eq!(one, three);
+    // The same statistics as on several ranks: see
+    // slab_statistics_are_identical_whatever_the_balancing_did.
 }
 
 #[test]
@@ -460,4 +465,170 @@ fn error_without_ierr_stops_the_program() {
         r.stderr.contains(&expected),
         "stderr lacks `{expected}`: {r}"
     );
+}
+
+/// The processes of the tree rooted at `pid` (from /proc), root first.
+fn process_tree(pid: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_else(|_| Vec::new())
+        .into_iter()
+        .filter_map(|p: i32| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            // pid (comm) state ppid ...: comm may hold blanks, so after the last ')'.
+            let ppid = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((p, ppid))
+        })
+        .collect();
+    let mut tree = vec![pid];
+    let mut k = 0;
+    while k < tree.len() {
+        let parent = tree[k];
+        tree.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        k += 1;
+    }
+    tree
+}
+
+/// Start slab under mpirun, wait until rank 0 of the job's run `run` has
+/// journalled twice (both slots written), then SIGKILL mpirun and every
+/// process under it (Open MPI puts the ranks in process groups of their own).
+fn run_and_kill(np: usize, args: &[&str], dir: &Scratch, env: &[(&str, &str)], slots: &Path) {
+    let mut child = common::mpirun(np, program("slab"), args, &dir.0, env)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("mpirun starts");
+    let t0 = std::time::Instant::now();
+    while !(slots.join("0.a.ron").is_file() && slots.join("0.b.ron").is_file()) {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("slab ended ({status}) before rank 0 journalled twice in {slots:?}");
+        }
+        assert!(t0.elapsed().as_secs() < 60, "no journal in {slots:?}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let tree = process_tree(child.id() as i32);
+    for &p in &tree {
+        // SAFETY: sends a signal to processes this test started.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    let status = child.wait().expect("mpirun ends");
+    assert!(!status.success(), "mpirun was not killed: {status}");
+    // The ranks are gone too (reaped by init once orphaned).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    for &p in &tree[1..] {
+        let alive = std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+            !s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        });
+        assert!(!alive, "process {p} of the killed job still runs");
+    }
+}
+
+/// `(journalled, computed in this run)` from the summary's journal line.
+fn journal_line(r: &Run) -> (u64, u64) {
+    let line = r.line("  journal: ");
+    let numbers: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(numbers.len(), 2, "{line} in {r}");
+    (numbers[0], numbers[1])
+}
+
+#[test]
+fn a_killed_job_resumed_twice_gives_the_bits_of_an_uninterrupted_one() {
+    let dir = Scratch::new("resume-kill");
+    let total = "4000";
+    let slow = "summary: true, warmup: 0.3, check_interval: 0.1, \
+                emulate_speed: [0.1, 0.1, 0.1, 0.05]";
+    let reference = dir.file("reference.ron", &format!("({slow})"));
+    let config = dir.file("cut.ron", &format!("({slow}, job_name: \"cut\")"));
+    let uninterrupted = run_ok(3, "slab", &[total, &reference], &dir, &[]);
+    let job = dir.0.join("signals/cut");
+    let t = std::time::Instant::now();
+    run_and_kill(4, &[total, &config], &dir, &[], &job.join("0"));
+    let resume = [("SOSLB_RESUME", "true")];
+    run_and_kill(3, &[total, &config], &dir, &resume, &job.join("1"));
+    let resumed = run_ok(2, "slab", &[total, &config], &dir, &resume);
+    let (journalled, computed) = journal_line(&resumed);
+    println!(
+        "resume: killed on 4 ranks, killed again on 3, resumed on 2 ranks: {journalled} \
+         realisations from the journals, {computed} computed in the last run, {:.1} s in all",
+        t.elapsed().as_secs_f64()
+    );
+    assert!(
+        journalled > 0 && computed > 0,
+        "the kills did not come mid-way: {resumed}"
+    );
+    // Each id once: the last run computed exactly the ids the journals lack.
+    assert_eq!(journalled + computed, 4000, "{resumed}");
+    resumed.assert_computed(2, computed);
+    assert_eq!(resumed.value("stats: ", "realisations"), 4000, "{resumed}");
+    assert_eq!(
+        statistics(&resumed),
+        statistics(&uninterrupted),
+        "resumed:\n{resumed}\nuninterrupted:\n{uninterrupted}"
+    );
+}
+
+#[test]
+fn a_resumed_job_may_grow_but_not_shrink_and_a_corrupt_journal_is_named() {
+    let dir = Scratch::new("resume-grow");
+    let config = dir.file(
+        "grow.ron",
+        "(summary: true, warmup: 0.2, job_name: \"grow\")",
+    );
+    let plain = dir.file("plain.ron", "(summary: true, warmup: 0.2)");
+    let resume = [("SOSLB_RESUME", "true")];
+    run_ok(2, "slab", &["1000", &config], &dir, &[]);
+    // A larger total: only the new ids, and the bits of one run of 1500.
+    let grown = run_ok(3, "slab", &["1500", &config], &dir, &resume);
+    assert_eq!(journal_line(&grown), (1000, 500), "{grown}");
+    grown.assert_computed(3, 500);
+    let reference = run_ok(2, "slab", &["1500", &plain], &dir, &[]);
+    assert_eq!(statistics(&grown), statistics(&reference));
+    // A smaller total is an error that names both.
+    let r = run(2, "slab", &["1200", &config], &dir, &resume);
+    assert!(!r.ok, "{r}");
+    for part in ["ierr=1", "1200", "total 1500", "completion.ron"] {
+        assert!(r.stderr.contains(part), "{part} in {r}");
+    }
+    // Without resume, the journal is not silently overwritten.
+    let r = run(2, "slab", &["1500", &config], &dir, &[]);
+    assert!(!r.ok && r.stderr.contains("resume: true"), "{r}");
+    // A corrupt journal: named with its path, nothing computed.
+    let slots = dir.0.join("signals/grow/0");
+    for slot in ["0.a.ron", "0.b.ron"] {
+        let path = slots.join(slot);
+        if path.is_file() {
+            std::fs::write(&path, "(garbage").expect("spoil a slot");
+        }
+    }
+    let r = run(2, "slab", &["1500", &config], &dir, &resume);
+    assert!(!r.ok, "{r}");
+    let named = format!("{}/0.", slots.display()); // the slot(s) of rank 0
+    for part in [
+        "ierr=5",
+        "soslb_init",
+        named.as_str(),
+        "Nothing was computed",
+    ] {
+        assert!(r.stderr.contains(part), "{part} in {r}");
+    }
+    assert!(!r.stdout.contains("stats: "), "{r}");
 }

@@ -57,17 +57,7 @@ impl Job {
 
     /// Monitor-log lines containing `word`, over all ranks, as job times.
     fn log_times(&self, run: &str, word: &str) -> Vec<f64> {
-        let logs = self.dir.join("signals").join(run).join("log");
-        let entries = std::fs::read_dir(&logs).unwrap_or_else(|e| panic!("{logs:?}: {e}"));
-        entries
-            .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
-            .flat_map(|text| {
-                text.lines()
-                    .filter(|l| l.contains(word))
-                    .filter_map(|l| field(l, "t")?.parse().ok())
-                    .collect::<Vec<f64>>()
-            })
-            .collect()
+        common::log_times(&self.dir.join("signals").join(run).join("log"), word)
     }
 
     /// Seconds from the first `failed` line to the last `verdict` line.

@@ -91,3 +91,18 @@ pub fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     line.split_whitespace()
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
 }
+
+/// The job times `t=` of the lines containing `word` in the monitor logs of
+/// the directory `logs` (every rank's).
+pub fn log_times(logs: &Path, word: &str) -> Vec<f64> {
+    let entries = std::fs::read_dir(logs).unwrap_or_else(|e| panic!("{logs:?}: {e}"));
+    entries
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .flat_map(|text| {
+            text.lines()
+                .filter(|l| l.contains(word))
+                .filter_map(|l| field(l, "t")?.parse().ok())
+                .collect::<Vec<f64>>()
+        })
+        .collect()
+}
