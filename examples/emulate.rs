@@ -6,8 +6,9 @@
 //! result: scenario=hetero16 mode=full ranks=16 realisations=6000 missing=0 duplicates=0 makespan_s=16.9 ideal_s=16.22 efficiency=0.96
 //! ```
 //!
-//! A realisation of rank `i` started at `t` (seconds since the common start)
-//! sleeps `base / s_i(t)`. `missing` and `duplicates` are counted from the ids
+//! Realisation `id` of rank `i` started at `t` (seconds since the common
+//! start) sleeps `base · c(id) / s_i(t)`, `c(id)` the scenario's cost factor
+//! (1 unless the file gives a `cost`). `missing` and `duplicates` are counted from the ids
 //! the ranks really computed, gathered on rank 0 at the end.
 //!
 //! Usage (under mpirun): `emulate SCENARIO MODE [OPTIONS]` where SCENARIO is
@@ -219,7 +220,7 @@ fn run_once(
         let t_chunk = Instant::now();
         for id in ids {
             let t = t0.elapsed().as_secs_f64();
-            std::thread::sleep(Duration::from_secs_f64(scenario.duration(me, t)));
+            std::thread::sleep(Duration::from_secs_f64(scenario.duration(me, id, t)));
             let x = (id as f64).sqrt();
             lb.add(&vec![x; observables]).map_err(|e| e.to_string())?;
             computed.push(id);

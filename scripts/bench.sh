@@ -3,10 +3,15 @@
 #   scripts/bench.sh SCENARIO MODE   one emulator run: SCENARIO is a name of
 #                                    examples/scenarios or a file; MODE is
 #                                    static, warmup or full
-#   scripts/bench.sh all             the three scenarios in the three modes
+#   scripts/bench.sh all [MODE...]   hetero16, fluct16, step16 in the three
+#                                    modes (or the MODEs given)
+#   scripts/bench.sh tail [MODE...]  realisations of random cost: tail16
+#                                    (log-normal), pareto16, bimodal16
+#   scripts/bench.sh wide [MODE...]  wide jobs: wide32, wide64 (fluctuations
+#                                    every 1 s and 0.5 s)
 #   scripts/bench.sh next            the fast path of next: ns per call
 . "$(dirname "$0")/setup.sh"
-usage="usage: scripts/bench.sh SCENARIO static|warmup|full | all | next"
+usage="usage: scripts/bench.sh SCENARIO static|warmup|full | all|tail|wide [MODE...] | next"
 cargo build --release --examples
 
 run() {
@@ -18,12 +23,23 @@ run() {
     mpirun -np "$ranks" target/release/examples/emulate "$file" "$2"
 }
 
+# The result lines of the scenarios $1 in modes $2... (default: all three).
+group() {
+    local scenarios="$1"; shift
+    local modes="${*:-static warmup full}"
+    for m in $modes; do
+        case "$m" in static|warmup|full) ;; *) echo "bench: unknown mode $m; $usage" >&2; exit 2 ;; esac
+    done
+    for s in $scenarios; do
+        for m in $modes; do run "$s" "$m" | tail -1; done
+    done
+}
+
 case "${1:-}" in
     next) mpirun -np 2 target/release/examples/next_bench ;;
-    all)
-        for s in hetero16 fluct16 step16; do
-            for m in static warmup full; do run "$s" "$m" | tail -1; done
-        done ;;
+    all) shift; group "hetero16 fluct16 step16" "$@" ;;
+    tail) shift; group "tail16 pareto16 bimodal16" "$@" ;;
+    wide) shift; group "wide32 wide64" "$@" ;;
     "") echo "$usage" >&2; exit 2 ;;
     *) [ $# -eq 2 ] || { echo "$usage" >&2; exit 2; }; run "$1" "$2" ;;
 esac

@@ -7,7 +7,7 @@
 //! use soslb::{policy::Params, config::Config, scenario::{Scenario, Factor}, sim};
 //! let scenario = Scenario {
 //!     name: "two classes".into(), ranks: 4, realisations: 400, base: 0.01,
-//!     speed: vec![Factor::Classes(vec![1.0, 0.25], 2)],
+//!     speed: vec![Factor::Classes(vec![1.0, 0.25], 2)], cost: None,
 //! };
 //! let out = sim::simulate(&scenario, &Params::from(&Config::default()), &sim::Options::default()).unwrap();
 //! assert!(out.counts.iter().all(|&c| c == 1));   // every id computed exactly once
@@ -218,7 +218,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 let mut t = now;
                 for id in chunk {
                     counts[id as usize] += 1;
-                    t += scenario.duration(i, t);
+                    t += scenario.duration(i, id, t);
                 }
                 rng = splitmix64(rng);
                 let jitter = opts.jitter * (rng >> 11) as f64 * (-53f64).exp2();

@@ -72,6 +72,10 @@ impl Run {
             .map(|r| self.rank(r, "computed"))
             .sum();
         assert_eq!(computed as u64, total);
+        // Helpers may call for help in turn: compare over all ranks.
+        let given: f64 = (0..self.ranks.len()).map(|r| self.rank(r, "given")).sum();
+        let taken: f64 = (0..self.ranks.len()).map(|r| self.rank(r, "taken")).sum();
+        assert_eq!(given, taken, "AID records account for every id taken");
     }
 }
 
@@ -173,10 +177,6 @@ fn three_ranks_that_slow_down_after_the_warmup_get_help() {
         );
     }
     assert!((13..16).map(|r| run.rank(r, "given")).sum::<f64>() > 0.0);
-    // Helpers may call for help in turn: compare over all ranks.
-    let given: f64 = (0..16).map(|r| run.rank(r, "given")).sum();
-    let taken: f64 = (0..16).map(|r| run.rank(r, "taken")).sum();
-    assert_eq!(given, taken, "AID records account for every id taken");
 }
 
 #[test]
@@ -453,4 +453,53 @@ fn a_lost_job_directory_gives_few_whole_warning_lines() {
     // One line per rank and per problem, not one per poll.
     assert!(soslb.len() <= 16 * 4, "{} lines", soslb.len());
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Realisations of heavy-tailed cost: every id once, and the run does not
+/// beat the ideal, which covers the total cost (a lower bound, the speeds
+/// being constant).
+#[test]
+fn realisations_of_heavy_tailed_cost_are_computed_once() {
+    let run = emulate("tail8", "full", &[]);
+    run.assert_exactly_once(1500);
+    let ideal = soslb::scenario::Scenario::from_file(&scenario_path("tail8"))
+        .expect("a valid scenario")
+        .ideal(8);
+    assert!(
+        (run.result("ideal_s") - ideal).abs() < 0.01,
+        "{}",
+        run.result
+    );
+    assert!(run.result("makespan_s") >= ideal, "{}", run.result);
+}
+
+/// A wide job: 32 ranks oversubscribed, speeds fluctuating every half second.
+#[test]
+fn thirty_two_fluctuating_ranks_compute_every_id_once() {
+    let run = emulate("wide32s", "full", &[]);
+    assert_eq!(run.ranks.len(), 32, "{}", run.result);
+    run.assert_exactly_once(4000);
+}
+
+/// The emulator sleeps each realisation's cost: in mode static each rank
+/// computes its equal block, so the run lasts at least as long as the
+/// costliest block (1.46 times as long as the same ids at cost 1).
+#[test]
+fn the_emulator_sleeps_the_cost_of_each_realisation() {
+    let run = emulate("cost2", "static", &[]);
+    run.assert_exactly_once(400);
+    let s =
+        soslb::scenario::Scenario::from_file(&scenario_path("cost2")).expect("a valid scenario");
+    let block_seconds = |r: usize| -> f64 {
+        soslb::plan::initial_block(400, 2, r)
+            .map(|id| s.duration(r, id, 0.0))
+            .sum()
+    };
+    let least = block_seconds(0).max(block_seconds(1));
+    assert!(least > 1.4, "the costliest block takes {least:.3} s");
+    assert!(
+        run.result("makespan_s") >= least,
+        "{} < {least:.3}",
+        run.result
+    );
 }

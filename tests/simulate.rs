@@ -1,12 +1,13 @@
 //! Property tests of Algorithms 1 and 2 on the simulator: random speeds,
-//! fluctuations, steps, policies, interleavings and busy locks. Every run
-//! must compute every id exactly once and leave no rank holding ids.
+//! fluctuations, steps, realisation costs, policies, interleavings and busy
+//! locks. Every run must compute every id exactly once and leave no rank
+//! holding ids.
 
 use proptest::prelude::*;
 use soslb::config::{Config, Mode};
 use soslb::plan::HelpPolicy;
 use soslb::policy::{Event, Params};
-use soslb::scenario::{Factor, Scenario};
+use soslb::scenario::{Cost, Factor, Scenario};
 use soslb::sim::{self, Options, Outcome};
 
 fn params(mode: Mode, policy: HelpPolicy) -> Params {
@@ -30,6 +31,11 @@ fn assert_exactly_once(out: &Outcome) {
         "a rank terminated holding ids: {:?}",
         out.left
     );
+    let computed: u64 = out.reports.iter().map(|r| r.computed).sum();
+    assert_eq!(computed, out.counts.len() as u64, "the ranks' counts");
+    let taken: u64 = out.reports.iter().map(|r| r.taken).sum();
+    let given: u64 = out.reports.iter().map(|r| r.given).sum();
+    assert_eq!(taken, given, "AID records must account for every id taken");
 }
 
 fn scenario(
@@ -58,6 +64,7 @@ fn scenario(
         realisations: z,
         base: 0.01,
         speed,
+        cost: None,
     }
 }
 
@@ -93,14 +100,70 @@ proptest! {
         let opts = Options { seed, jitter, busy_one_in: busy, ranks_per_host: per_host, hosts_per_site: 2, ..Options::default() };
         let out = sim::simulate(&s, &p, &opts).unwrap();
         assert_exactly_once(&out);
-        let computed: u64 = out.reports.iter().map(|r| r.computed).sum();
-        prop_assert_eq!(computed, z);
-        let taken: u64 = out.reports.iter().map(|r| r.taken).sum();
-        let given: u64 = out.reports.iter().map(|r| r.given).sum();
-        prop_assert_eq!(taken, given, "AID records must account for every id taken");
+        prop_assert_eq!(out.counts.len() as u64, z);
         if mode != Mode::Full {
-            prop_assert_eq!(taken, 0);
+            prop_assert!(out.reports.iter().all(|r| r.taken == 0));
         }
+    }
+}
+
+fn cost() -> impl Strategy<Value = Cost> {
+    prop_oneof![
+        (0.0f64..=1.0, 0.05f64..50.0, any::<u64>())
+            .prop_map(|(share, ratio, seed)| { Cost::Bimodal { share, ratio, seed } }),
+        (0.0f64..2.0, any::<u64>()).prop_map(|(sigma, seed)| Cost::LogNormal { sigma, seed }),
+        (1.1f64..4.0, any::<u64>()).prop_map(|(alpha, seed)| Cost::Pareto { alpha, seed }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    /// Realisations of random cost (bimodal, log-normal, Pareto with tails
+    /// up to infinite variance): every id once, and with constant speeds no
+    /// run beats the ideal, which is a lower bound.
+    #[test]
+    fn every_id_once_whatever_the_costs(
+        ranks in 2usize..16,
+        z in 1u64..2000,
+        classes in prop::collection::vec(0.05f64..1.0, 1..5),
+        fluct in prop::option::of(any::<u64>()),
+        cost in cost(),
+        policy in policy(),
+        mode in prop_oneof![Just(Mode::Static), Just(Mode::Warmup), Just(Mode::Full)],
+        seed in any::<u64>(),
+        jitter in 0.0f64..0.3,
+        busy in prop_oneof![Just(0u64), 2u64..6],
+    ) {
+        let mut s = scenario(ranks, z, classes, fluct, None);
+        s.cost = Some(cost);
+        let opts = Options { seed, jitter, busy_one_in: busy, ..Options::default() };
+        let out = sim::simulate(&s, &params(mode, policy), &opts).unwrap();
+        assert_exactly_once(&out);
+        prop_assert_eq!(out.counts.len() as u64, z);
+        if fluct.is_none() {
+            let ideal = s.ideal(ranks);
+            prop_assert!(out.makespan >= ideal * (1.0 - 1e-9), "makespan {} < ideal {}", out.makespan, ideal);
+        }
+    }
+}
+
+/// The bundled scenarios of realisations of random cost and of wide jobs,
+/// mode full: every id once; the efficiencies printed are the simulator's
+/// (a real run adds MPI and file latencies).
+#[test]
+fn the_bundled_cost_and_wide_scenarios_compute_every_id_once() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scenarios");
+    for name in ["tail16", "pareto16", "bimodal16", "wide32", "wide64"] {
+        let s = Scenario::from_file(&dir.join(format!("{name}.ron"))).unwrap();
+        let mut p = params(Mode::Full, HelpPolicy::Balanced);
+        p.warmup = 1.0;
+        let out = sim::simulate(&s, &p, &Options::default()).unwrap();
+        assert_exactly_once(&out);
+        assert_eq!(out.reports.len(), s.ranks);
+        let eff = s.ideal(s.ranks) / out.makespan;
+        println!("{name}: full {eff:.3}");
+        assert!(eff > 0.7, "{name}: full efficiency {eff:.3}");
     }
 }
 
