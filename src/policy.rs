@@ -229,7 +229,8 @@ pub struct Rank {
     audit: Audit,
     /// Seconds one consultation of the board takes (measured by the shell).
     storage_cost: f64,
-    /// When the rank last consulted its own SOS record.
+    /// When a check last consulted the rank's own SOS record (refresh,
+    /// withdraw, post; lease extensions are paced by the lease).
     last_look: f64,
     /// The job's forecast end, from the last termination wave.
     job_end: f64,
@@ -736,7 +737,6 @@ impl Rank {
             return Ok(());
         };
         let n = self.lease_len(now);
-        self.last_look = now;
         let r = self.with_own_sos(seq, board, |state| {
             let SosState::Open(p) = state else {
                 return None;

@@ -539,6 +539,38 @@ fn a_file_replaced_by_rename_is_reported_and_the_owner_reset_repairs_it() {
     owner.unlock_sos(1).unwrap();
 }
 
+/// A rank that opens an SOS file for the first time after a copy was put
+/// in place by rename has no memory of the original, yet it is told: each
+/// record names the inode it was written to.
+#[test]
+fn a_copy_renamed_in_place_is_reported_to_a_rank_that_never_saw_the_original() {
+    let job = TempJob::new(3);
+    let mut owner = job.join(1, 3);
+    let mut helper = job.join(0, 3);
+    let path = owner.sos_path(1);
+    owner
+        .with_sos(1, Access::Wait, &mut |s| *s = open_sos(1, 0..50))
+        .unwrap();
+    take_one(&mut helper, 1).unwrap();
+    let copy = job.path().join("copy.ron");
+    std::fs::copy(&path, &copy).unwrap();
+    std::fs::rename(&copy, &path).unwrap();
+    let mut newcomer = job.join(2, 3);
+    let err = take_one(&mut newcomer, 1).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Corrupt { .. }), "{msg}");
+    assert!(msg.contains("replaced") && msg.contains("inode"), "{msg}");
+    // Once the owner has reset it, the file at the path is the job's again.
+    owner
+        .reset_sos(&Sos {
+            rank: 1,
+            seq: 2,
+            ..Sos::default()
+        })
+        .unwrap();
+    newcomer.with_sos(1, Access::Wait, &mut |_| {}).unwrap();
+}
+
 #[test]
 fn an_older_copy_written_in_place_is_reported_as_replaced() {
     let job = TempJob::new(2);

@@ -101,7 +101,8 @@ fn create_file<T: Serialize>(path: &Path, body: &T) -> Result<File> {
             },
             _ => Error::io(path, e),
         })?;
-    let text = format::encode_record(body, CREATED_WSEQ);
+    let (id, _) = fresh_stat(&file).map_err(|e| Error::io(path, e))?;
+    let text = format::encode_stamped(body, CREATED_WSEQ, id.ino);
     file.write_all(&format::pad(&text, format::padded_len(text.len(), 0)))
         .and_then(|()| file.sync_all())
         .map_err(|e| Error::io(path, e))?;
@@ -498,6 +499,16 @@ impl Signal {
                 self.wseq, record.wseq
             )));
         }
+        let ino = self.kept.as_ref().map_or(0, |k| k.1.ino);
+        if record.ino != 0 && record.ino != ino {
+            self.replaced = true;
+            return Err(self.corrupt(format!(
+                "replaced: the record was written to the file of inode {}, but the file at this \
+                 path is inode {ino}: a copy was put in place by rename (cp and mv, sed -i, a \
+                 restore?) while the job ran",
+                record.ino
+            )));
+        }
         self.wseq = record.wseq;
         self.read_done = true;
         Ok(record.body)
@@ -515,7 +526,8 @@ impl Signal {
         } else {
             ((self.wseq >> 32) + 1) << 32
         };
-        let text = format::encode_record(body, wseq);
+        let ino = self.kept.as_ref().map_or(0, |k| k.1.ino);
+        let text = format::encode_stamped(body, wseq, ino);
         m.write(&file, &self.path, &text, size)?;
         self.wseq = wseq;
         self.read_done = true;
@@ -890,6 +902,7 @@ impl Board for FileBoard {
             (&mut self.journal, &mut self.takes, &mut self.journal_meter);
         let mut changed_rank = None;
         let mut journal_error = None;
+        let journaled = takes.len();
         let locked = signal.update(
             meter,
             access,
@@ -918,7 +931,22 @@ impl Board for FileBoard {
                     }
                 }
             },
-        )?;
+        );
+        // Takes journaled for a record that was then not written (the file
+        // was found replaced, the write failed) did not happen: the journal
+        // must not say they did, or a recovery would drop those ids.
+        let locked = match locked {
+            Err(e) if takes.len() > journaled => {
+                takes.truncate(journaled);
+                if let Err(j) = journal.reset(journal_meter, &*takes) {
+                    return Err(Error::Internal(format!(
+                        "{e}; and this rank's journal still lists the takes that failed: {j}"
+                    )));
+                }
+                return Err(e);
+            }
+            r => r?,
+        };
         if let Some(e) = journal_error {
             return Err(e);
         }

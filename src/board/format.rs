@@ -46,8 +46,19 @@ fn fnv1a64(parts: &[&[u8]]) -> u64 {
         })
 }
 
-fn checksum(wseq: u64, body: &[u8]) -> u64 {
-    fnv1a64(&[wseq.to_string().as_bytes(), b"\n", body])
+fn checksum(wseq: u64, ino: u64, body: &[u8]) -> u64 {
+    if ino == 0 {
+        fnv1a64(&[wseq.to_string().as_bytes(), b"\n", body])
+    } else {
+        let ino = ino.to_string();
+        fnv1a64(&[
+            wseq.to_string().as_bytes(),
+            b"\n",
+            ino.as_bytes(),
+            b"\n",
+            body,
+        ])
+    }
 }
 
 /// The text of a signal file holding `body` with write sequence number 0,
@@ -67,11 +78,28 @@ pub fn encode<T: Serialize>(body: &T) -> String {
 ///
 /// Only if RON cannot represent `T`, which never happens for the board's records.
 pub fn encode_record<T: Serialize>(body: &T, wseq: u64) -> String {
+    encode_stamped(body, wseq, 0)
+}
+
+/// [`encode_record`], stamped with the inode number `ino` of the file it
+/// is written to (0: no stamp). A copy of the file put in place by rename
+/// has another inode than its stamp says: even a rank that never saw the
+/// original before can tell it is not the job's file.
+///
+/// # Panics
+///
+/// Only if RON cannot represent `T`, which never happens for the board's records.
+pub fn encode_stamped<T: Serialize>(body: &T, wseq: u64, ino: u64) -> String {
     let mut ron = ron::to_string(body).expect("the board's records are representable in RON");
     ron.push('\n');
+    let stamp = if ino == 0 {
+        String::new()
+    } else {
+        format!(" ino={ino}")
+    };
     format!(
-        "{MAGIC}{FORMAT_VERSION} fnv1a64={:016x} len={} wseq={wseq}\n{ron}",
-        checksum(wseq, ron.as_bytes()),
+        "{MAGIC}{FORMAT_VERSION} fnv1a64={:016x} len={} wseq={wseq}{stamp}\n{ron}",
+        checksum(wseq, ino, ron.as_bytes()),
         ron.len()
     )
 }
@@ -104,6 +132,8 @@ pub struct Record<T> {
     pub body: T,
     /// The file's write sequence number when it was written.
     pub wseq: u64,
+    /// The inode number of the file it was written to (0: not stamped).
+    pub ino: u64,
 }
 
 /// What a signal file held.
@@ -165,10 +195,15 @@ pub fn decode_record<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<D
     let sum = fields.next().and_then(|f| f.strip_prefix("fnv1a64="));
     let len = fields.next().and_then(|f| f.strip_prefix("len="));
     let wseq = fields.next().and_then(|f| f.strip_prefix("wseq="));
-    let (Some(Ok(sum)), Some(Ok(len)), Some(Ok(wseq)), None) = (
+    let ino = match fields.next() {
+        None => Some(Ok(0)),
+        Some(f) => f.strip_prefix("ino=").map(str::parse::<u64>),
+    };
+    let (Some(Ok(sum)), Some(Ok(len)), Some(Ok(wseq)), Some(Ok(ino)), None) = (
         sum.map(|s| u64::from_str_radix(s, 16)),
         len.map(str::parse::<usize>),
         wseq.map(str::parse::<u64>),
+        ino,
         fields.next(),
     ) else {
         return torn("unreadable checksum, length or write number in the header".into());
@@ -187,7 +222,7 @@ pub fn decode_record<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<D
             nl + 1 + len + k
         ));
     }
-    if checksum(wseq, body) != sum {
+    if checksum(wseq, ino, body) != sum {
         return torn("checksum mismatch".into());
     }
     let body = match std::str::from_utf8(body) {
@@ -200,7 +235,11 @@ pub fn decode_record<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<D
         }
     };
     match ron::from_str(body) {
-        Ok(value) => Ok(Decoded::Body(Record { body: value, wseq })),
+        Ok(value) => Ok(Decoded::Body(Record {
+            body: value,
+            wseq,
+            ino,
+        })),
         Err(e) => Err(Error::Corrupt {
             path: path.to_owned(),
             reason: format!(
@@ -292,7 +331,7 @@ mod tests {
         let body = "(rank: 3, seq: 2,\n state: Half, aids: [])\n";
         let text = format!(
             "// soslb-signal 2 fnv1a64={:016x} len={} wseq=4\n{body}",
-            checksum(4, body.as_bytes()),
+            checksum(4, 0, body.as_bytes()),
             body.len()
         );
         let err = decode::<Sos>(&text, path()).unwrap_err();
@@ -316,9 +355,22 @@ mod tests {
             got,
             Decoded::Body(Record {
                 body: sample(),
-                wseq: 41
+                wseq: 41,
+                ino: 0
             })
         );
+        // Stamped with its inode: read back; a forged stamp breaks the checksum.
+        let text = encode_stamped(&sample(), 41, 977);
+        assert!(text.lines().next().unwrap().ends_with("wseq=41 ino=977"));
+        match decode_record::<Sos>(text.as_bytes(), path()).unwrap() {
+            Decoded::Body(r) => assert_eq!((r.wseq, r.ino), (41, 977)),
+            other => panic!("{other:?}"),
+        }
+        let forged = text.replacen("ino=977", "ino=978", 1);
+        assert!(matches!(
+            decode_record::<Sos>(forged.as_bytes(), path()).unwrap(),
+            Decoded::Torn(_)
+        ));
         // A file never shrinks, unless it holds a lot of garbage.
         assert_eq!(padded_len(10, 3 * BLOCK as u64 - 7), 3 * BLOCK);
         assert_eq!(padded_len(10, 1 << 30), BLOCK);
