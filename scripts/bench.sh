@@ -10,8 +10,11 @@
 #   scripts/bench.sh wide [MODE...]  wide jobs: wide32, wide64 (fluctuations
 #                                    every 1 s and 0.5 s)
 #   scripts/bench.sh next            the fast path of next: ns per call
+#   scripts/bench.sh sim RANKS [MODE] the simulator (one core, virtual clock):
+#                                    fluct16's speeds on RANKS ranks, 16 per
+#                                    virtual host, Z = 375 RANKS
 . "$(dirname "$0")/setup.sh"
-usage="usage: scripts/bench.sh SCENARIO static|warmup|full | all|tail|wide [MODE...] | next"
+usage="usage: scripts/bench.sh SCENARIO static|warmup|full | all|tail|wide [MODE...] | next | sim RANKS [MODE]"
 cargo build --release --examples
 
 run() {
@@ -35,7 +38,19 @@ group() {
     done
 }
 
+# The simulator on $1 ranks of fluct16's speeds, in mode $2 (default full).
+sim() {
+    case "${1:-}" in ''|*[!0-9]*) echo "bench: sim needs a number of ranks; $usage" >&2; exit 2 ;; esac
+    local file
+    file=$(mktemp --suffix=.ron)
+    printf '(name: "sim", ranks: %d, realisations: %d, base: 0.02,\n speed: [Classes([1.0, 0.5, 0.25, 0.1], 4), Fluctuate(seed: 42, period: 2.0)])\n' \
+        "$1" $((375 * $1)) > "$file"
+    target/release/examples/simulate "$file" "${2:-full}" --ranks-per-host 16
+    rm -f "$file"
+}
+
 case "${1:-}" in
+    sim) shift; sim "$@" ;;
     next) mpirun -np 2 target/release/examples/next_bench ;;
     all) shift; group "hetero16 fluct16 step16" "$@" ;;
     tail) shift; group "tail16 pareto16 bimodal16" "$@" ;;
