@@ -179,7 +179,7 @@ pub struct ShareInput {
 /// idle ranks still to come, and the share is what the helper computes in
 /// that time after paying [`ShareInput::steal_cost`]. An owner with more
 /// than three steals' worth of work alone always gets a share of at least
-/// one steal's worth of work.
+/// four steals' worth of work.
 pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
     let r = s.owner_remaining.max(0.0);
     let vj = usable(s.owner_speed);
@@ -206,15 +206,16 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         };
         // Seconds to the common end the policy aims at, capped by the job's
         // forecast end, less the steal's own cost. An owner left alone with
-        // more than a few steals' worth of work always gets a share worth
-        // the steal (the job's forecast may be too early).
+        // more than three steals' worth of work always gets a share of four
+        // steals' worth: a steal is worth its cost (and the owner's lock,
+        // which it holds meanwhile).
         let mut end = k / vh;
         // A forecast end already past is stale (the next wave renews it).
         if s.job_left > 0.0 {
             end = end.min(s.job_left.max(2.0 * s.steal_cost));
         }
         if r / vj > 3.0 * s.steal_cost {
-            end = end.max(2.0 * s.steal_cost);
+            end = end.max(5.0 * s.steal_cost);
         }
         (vh * (end - s.steal_cost)).max(0.0)
     };
@@ -388,16 +389,19 @@ mod tests {
         let mut s = input(300.0, 25.0, 50.0, vec![]);
         s.job_left = 1.0;
         assert_eq!(share(HelpPolicy::Balanced, &s), 50);
-        // A steal costing 0.4 s leaves 0.6 s of computing before the job end.
+        // A steal costing 0.4 s must bring four times its cost in work: the
+        // owner has 12 s of work alone, so 1.6 s of work (80 ids) it is.
         s.steal_cost = 0.4;
-        assert_eq!(share(HelpPolicy::Balanced, &s), 30);
-        // The forecast end is close: a share still pays for its steal (twice
-        // its cost, less the cost).
+        assert_eq!(share(HelpPolicy::Balanced, &s), 80);
         s.job_left = 0.1;
-        assert_eq!(share(HelpPolicy::Balanced, &s), 20);
+        assert_eq!(share(HelpPolicy::Balanced, &s), 80);
         // A forecast end already past is stale: the policy's share, less the cost.
         s.job_left = -5.0;
         assert_eq!(share(HelpPolicy::Balanced, &s), 180);
+        // A cheap steal near the forecast end: no more than the time left.
+        s.steal_cost = 0.01;
+        s.job_left = 0.5;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 25);
         // Little work left: a steal would cost more than it saves.
         let mut s = input(10.0, 25.0, 50.0, vec![]);
         s.steal_cost = 0.4;

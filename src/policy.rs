@@ -490,7 +490,7 @@ impl Rank {
     fn lease_len(&self, now: f64) -> u64 {
         let seconds = self
             .interval()
-            .min((self.job_end - now).max(2.0 * self.storage_cost));
+            .min((self.job_end - now).max(4.0 * self.storage_cost));
         ((self.speed.get() * seconds).ceil() as u64).max(1)
     }
 

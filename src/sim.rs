@@ -197,12 +197,15 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         }
         let before = ranks[i].done();
         let ops = board.ops();
+        if opts.storage_delay > 0.0 {
+            board.set_clock(now, opts.storage_delay);
+        }
         let step = ranks[i].next(now, &mut board)?;
         completed += ranks[i].done() - before;
         events[i].extend(ranks[i].drain_events().map(|e| (now, e)));
         // The storage operations of this call delay the rank, as in the shell.
         let touched = board.ops() - ops;
-        let storage = touched as f64 * opts.storage_delay;
+        let storage = touched as f64 * opts.storage_delay + board.waited();
         let second = now as usize;
         if storage_ops.len() <= second {
             storage_ops.resize(second + 1, 0);

@@ -19,6 +19,8 @@ struct Shared {
     journal: Vec<Take>,
     /// State of the generator deciding which `Try` accesses find the lock busy.
     busy_state: u64,
+    /// With a clock: until when each SOS record's lock is held.
+    locked_until: Vec<f64>,
 }
 
 /// One rank's handle on a board shared in memory.
@@ -27,6 +29,18 @@ pub struct MemoryBoard {
     shared: Arc<Mutex<Shared>>,
     busy_one_in: u64,
     ops: u64,
+    /// With a clock ([`MemoryBoard::set_clock`]): when the current call
+    /// began, the seconds per operation, the operations before it, and the
+    /// seconds it waited for locks.
+    clock: Option<Clock>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    start: f64,
+    delay: f64,
+    ops: u64,
+    waited: f64,
 }
 
 /// Operations of the file board: a lock attempt that finds the lock busy.
@@ -51,11 +65,13 @@ impl MemoryBoard {
             .collect();
         MemoryBoard {
             shared: Arc::new(Mutex::new(Shared {
+                locked_until: vec![f64::NEG_INFINITY; ranks],
                 sos,
                 ..Shared::default()
             })),
             busy_one_in: 0,
             ops: 0,
+            clock: None,
         }
     }
 
@@ -80,6 +96,24 @@ impl MemoryBoard {
         }
     }
 
+    /// Time the operations from now on: a call that starts at `now` (seconds)
+    /// spends `delay` seconds per operation, and an SOS lock is held for the
+    /// operations of the call that took it. A `Try` that finds a lock held
+    /// is busy; a `Wait` waits until it is free ([`MemoryBoard::waited`]).
+    pub fn set_clock(&mut self, now: f64, delay: f64) {
+        self.clock = Some(Clock {
+            start: now,
+            delay,
+            ops: self.ops,
+            waited: 0.0,
+        });
+    }
+
+    /// Seconds the calls since [`MemoryBoard::set_clock`] waited for locks.
+    pub fn waited(&self) -> f64 {
+        self.clock.map_or(0.0, |c| c.waited)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Shared> {
         // A panic in another test thread must not hide this one's result.
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
@@ -101,6 +135,24 @@ impl Board for MemoryBoard {
                 self.ops += BUSY;
                 return Ok(Locked::Busy);
             }
+        }
+        // With a clock: the lock may be held by another call until later.
+        let mut took_at = None;
+        if let Some(c) = &mut self.clock {
+            let t = c.start + (self.ops - c.ops) as f64 * c.delay + c.waited;
+            let until = shared
+                .locked_until
+                .get(rank)
+                .copied()
+                .unwrap_or(f64::NEG_INFINITY);
+            if until > t {
+                if access == Access::Try {
+                    self.ops += BUSY;
+                    return Ok(Locked::Busy);
+                }
+                c.waited += until - t;
+            }
+            took_at = Some((t.max(until), self.ops));
         }
         self.ops += LOOK;
         if let Some(k) = shared.corrupt.iter().position(|&r| r == rank) {
@@ -130,6 +182,9 @@ impl Board for MemoryBoard {
                 seq,
                 ids: aid.ids.clone(),
             });
+        }
+        if let (Some((t, ops)), Some(c)) = (took_at, self.clock) {
+            shared.locked_until[rank] = t + (self.ops - ops) as f64 * c.delay;
         }
         Ok(Locked::Done)
     }
@@ -187,5 +242,40 @@ impl Board for MemoryBoard {
 
     fn ops(&self) -> u64 {
         self.ops
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With a clock, an SOS lock is held for the operations of the call that
+    /// took it: a `Try` in that time is busy, a `Wait` waits for the rest.
+    #[test]
+    fn a_clock_holds_locks_for_the_operations_of_the_call() {
+        let mut a = MemoryBoard::new(2);
+        let mut b = a.clone();
+        a.set_clock(10.0, 0.1);
+        // A change: a locked look and a write, 7 operations, held until 10.7.
+        a.with_sos(1, Access::Wait, &mut |s| s.seq = 3).unwrap();
+        assert_eq!(a.ops(), LOOK + WRITE);
+        b.set_clock(10.2, 0.1);
+        assert_eq!(
+            b.with_sos(1, Access::Try, &mut |_| {}).unwrap(),
+            Locked::Busy
+        );
+        b.set_clock(10.2, 0.1);
+        assert_eq!(
+            b.with_sos(1, Access::Wait, &mut |_| {}).unwrap(),
+            Locked::Done
+        );
+        assert!((b.waited() - 0.5).abs() < 1e-9, "{}", b.waited());
+        // Another record is free.
+        b.set_clock(10.2, 0.1);
+        assert_eq!(
+            b.with_sos(0, Access::Try, &mut |_| {}).unwrap(),
+            Locked::Done
+        );
+        assert_eq!(b.waited(), 0.0);
     }
 }
