@@ -656,6 +656,8 @@ impl Balancer {
             self.end.error = Some((*first, code, message));
         }
         let t = self.now();
+        self.rank.final_progress(t);
+        self.log_events(t);
         self.monitor.line(
             t,
             format_args!("verdict {v:?} computed={}", self.rank.audit().count),

@@ -317,6 +317,20 @@ impl Rank {
         self.speed.get()
     }
 
+    /// At the end: the progress line of the ids finished since the last
+    /// check, so that the monitor log lists every id this rank computed.
+    pub fn final_progress(&mut self, now: f64) {
+        if !self.progress.is_empty() {
+            self.events.push(Event::Progress {
+                ids: std::mem::take(&mut self.progress),
+                done: self.speed.done(),
+                speed: self.speed.get(),
+                remaining: self.remaining(),
+                forecast: now,
+            });
+        }
+    }
+
     /// The job's forecast end, seconds since the start, from the last
     /// termination wave ([`Rank::observe_job`]; infinite before).
     pub fn job_end(&self) -> f64 {
