@@ -412,6 +412,12 @@ impl Balancer {
                     }
                 }
                 Ok(Step::Idle { until }) => {
+                    // The ids finished since the last check, logged when
+                    // they were (the rank may wait long for the verdict).
+                    self.rank.flush_progress(now);
+                    if self.rank.has_events() {
+                        self.log_events(now);
+                    }
                     if self.wait_idle(until) {
                         return self.outcome();
                     }
@@ -656,7 +662,7 @@ impl Balancer {
             self.end.error = Some((*first, code, message));
         }
         let t = self.now();
-        self.rank.final_progress(t);
+        self.rank.flush_progress(t);
         self.log_events(t);
         self.monitor.line(
             t,

@@ -17,7 +17,7 @@
 //! with the events `init` (`ranks`, `total`, `host`, `site`, `mode`, ...),
 //! `plan` (`speed`, `horizon`, `quota_len`, `quota`), `progress` (`done`,
 //! `speed`, `remaining`, `forecast`, `ids`: the ids finished since the
-//! previous line; the last one comes just before the `verdict`, so that the
+//! previous line; the ids left are logged when the rank runs out of work and before the `verdict`, so that the
 //! `progress` lines of a rank list every id it computed), `sos-posted`,
 //! `sos-withdrawn`, `sos-closed`, `aid-received` (`helper`, `ids_len`,
 //! `ids`), `aid-given` (`owner`, `ids_len`, `ids`), `verdict` (`computed`),

@@ -317,9 +317,10 @@ impl Rank {
         self.speed.get()
     }
 
-    /// At the end: the progress line of the ids finished since the last
-    /// check, so that the monitor log lists every id this rank computed.
-    pub fn final_progress(&mut self, now: f64) {
+    /// Without work, and at the end: the progress line of the ids finished
+    /// since the last check (if any), so that the monitor log lists every id
+    /// this rank computed, when it finished them.
+    pub fn flush_progress(&mut self, now: f64) {
         if !self.progress.is_empty() {
             self.events.push(Event::Progress {
                 ids: std::mem::take(&mut self.progress),

@@ -14,6 +14,19 @@ const FONT: &str = "sans-serif";
 const OWN: RGBColor = RGBColor(52, 101, 164);
 const HELP: RGBColor = RGBColor(230, 140, 0);
 const WAIT: RGBColor = RGBColor(225, 225, 225);
+/// Distinct line colours (matplotlib's tab10).
+const LINES: [RGBColor; 10] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
 
 /// Make the embedded font the one every picture uses.
 pub fn register_font() -> Result<(), String> {
@@ -368,10 +381,25 @@ pub fn lines(
     };
     let x = span(all().map(|p| p.0).collect(), log.0)?;
     let y = span(all().map(|p| p.1).collect(), log.1)?;
+    // The legend goes to the upper corner with fewer points.
+    let at = |v: f64, (lo, hi): (f64, f64), log: bool| match log {
+        true => (v / lo).ln() / (hi / lo).ln(),
+        false => (v - lo) / (hi - lo),
+    };
+    let left = all()
+        .filter(|p| at(p.1, y, log.1) > 0.5)
+        .map(|p| at(p.0, x, log.0) < 0.5)
+        .fold(0i64, |n, l| n + if l { 1 } else { -1 });
+    let legend = if left > 0 {
+        SeriesLabelPosition::UpperRight
+    } else {
+        SeriesLabelPosition::UpperLeft
+    };
     let text = Labels {
         title,
         x: labels.0,
         y: labels.1,
+        legend,
     };
     draw(out, |path| match log {
         (false, false) => draw_lines(path, x.0..x.1, y.0..y.1, &series, &text),
@@ -391,6 +419,7 @@ struct Labels<'a> {
     title: &'a str,
     x: &'a str,
     y: &'a str,
+    legend: SeriesLabelPosition,
 }
 
 fn draw_lines<X, Y>(
@@ -420,7 +449,7 @@ where
         .y_desc(text.y)
         .draw()?;
     for (i, (name, points)) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = LINES[i % LINES.len()];
         chart
             .draw_series(LineSeries::new(
                 points.iter().copied(),
@@ -432,7 +461,7 @@ where
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(text.legend.clone())
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
         .label_font((FONT, 13))
