@@ -23,7 +23,8 @@ pub mod parse;
 
 use crate::ids::IdSet;
 use crate::plan::initial_block;
-use parse::{Event, Parsed, Record};
+use crate::policy::Event;
+use parse::{Line, Parsed, Record};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -147,9 +148,9 @@ impl Run {
             records.extend(p.records);
         }
         for r in &records {
-            if let Event::Init {
+            if let Line::Init {
                 ranks, total, mode, ..
-            } = &r.event
+            } = &r.line
             {
                 (run.ranks, run.total, run.mode) = (*ranks, *total, mode.clone());
             }
@@ -184,25 +185,27 @@ impl Run {
         let mut verdict = vec![None; n];
         for r in &records {
             let i = r.rank;
-            match &r.event {
-                Event::Init { host, .. } => run.rows[i].host = host.clone(),
-                Event::Plan { quota: q, horizon } => {
+            match &r.line {
+                Line::Init { host, .. } => run.rows[i].host = host.clone(),
+                Line::Event(Event::Plan {
+                    quota: q, horizon, ..
+                }) => {
                     quota[i] = Some(q.clone());
                     run.horizon = Some(run.horizon.map_or(*horizon, |h: f64| h.max(*horizon)));
                 }
-                Event::AidGiven { owner, ids } => {
+                Line::Event(Event::AidGiven { owner, ids, .. }) => {
                     if *owner < n {
                         run.help[i][*owner] += ids.len();
                     }
                     taken[i].extend(ids);
                 }
-                Event::Progress {
+                Line::Event(Event::Progress {
                     ids,
                     speed,
                     remaining,
                     forecast,
                     ..
-                } => {
+                }) => {
                     let len = ids.len();
                     let helped = ids.clone().remove(&taken[i]);
                     let work = if 2 * helped > len {
@@ -227,7 +230,7 @@ impl Run {
                     run.computed_ids[i].extend(ids);
                     last[i] = (r.t, *remaining);
                 }
-                Event::Verdict { computed } => verdict[i] = Some((*computed, r.t)),
+                Line::Verdict { computed } => verdict[i] = Some((*computed, r.t)),
                 _ => {}
             }
         }

@@ -1,12 +1,15 @@
 //! Reading monitor logs back: one [`Record`] per whole line (the format is
 //! in [`crate::monitor`]). Pure: text in, records and warnings out.
 
+use crate::board::Aid;
 use crate::ids::IdSet;
+use crate::policy::Event;
 
-/// What one log line says (only the events the report uses; others are
-/// [`Event::Other`]).
+/// What one log line says: the state machine's events as
+/// [`crate::monitor::Monitor::event`] wrote them, and the lines the shell
+/// adds that the report uses; anything else is [`Line::Other`].
 #[derive(Clone, Debug, PartialEq)]
-pub enum Event {
+pub enum Line {
     /// `init ranks= total= host= mode=`.
     Init {
         /// Ranks of the job.
@@ -18,48 +21,14 @@ pub enum Event {
         /// `Static`, `Warmup` or `Full`.
         mode: String,
     },
-    /// `progress`: realisations finished since the previous line.
-    Progress {
-        /// The ids finished.
-        ids: IdSet,
-        /// All realisations this rank finished so far.
-        done: u64,
-        /// Speed (realisations per second).
-        speed: f64,
-        /// Ids the rank still owns or leases.
-        remaining: u64,
-        /// Forecast finishing time (job seconds).
-        forecast: f64,
-    },
-    /// `plan`: Algorithm 1's quota after the warm-up.
-    Plan {
-        /// Ids the rank owns from now on.
-        quota: IdSet,
-        /// The common finishing time (job seconds).
-        horizon: f64,
-    },
-    /// `sos-posted`.
-    SosPosted,
-    /// `aid-given`: this rank (the helper) took ids of `owner`'s SOS.
-    AidGiven {
-        /// The owner of the SOS.
-        owner: usize,
-        /// The ids taken.
-        ids: IdSet,
-    },
-    /// `aid-received`: `helper` took ids of this rank's SOS.
-    AidReceived {
-        /// The helper.
-        helper: usize,
-        /// How many ids.
-        count: u64,
-    },
+    /// `progress`, `plan`, `sos-posted`, `aid-given`, `aid-received`.
+    Event(Event),
     /// `verdict`: the job's end as this rank saw it.
     Verdict {
         /// Realisations this rank computed.
         computed: u64,
     },
-    /// Any other line (warnings, SOS refreshes, finalize, ...).
+    /// Any other line (warnings, SOS withdrawals, finalize, ...).
     Other,
 }
 
@@ -71,7 +40,7 @@ pub struct Record {
     /// Job time, seconds since the common start.
     pub t: f64,
     /// What happened.
-    pub event: Event,
+    pub line: Line,
 }
 
 /// The records of one log file, and what was wrong with it.
@@ -132,39 +101,72 @@ pub fn parse_line(line: &str) -> Result<Record, String> {
     let kind = words.next().ok_or("no event after t=")?;
     let fields: Vec<(&str, &str)> = words.filter_map(|w| w.split_once('=')).collect();
     let f = &fields;
+    let ids = |key: &str| parse_ids(field(f, key)?).map_err(|e| format!("field `{key}`: {e}"));
     let event = match kind {
-        "init" => Event::Init {
-            ranks: num(f, "ranks")?,
-            total: num(f, "total")?,
-            host: field(f, "host")?.to_string(),
-            mode: field(f, "mode")?.to_string(),
-        },
+        "init" => {
+            return Ok(Record {
+                rank,
+                t,
+                line: Line::Init {
+                    ranks: num(f, "ranks")?,
+                    total: num(f, "total")?,
+                    host: field(f, "host")?.to_string(),
+                    mode: field(f, "mode")?.to_string(),
+                },
+            });
+        }
+        "verdict" => {
+            let computed = num(f, "computed")?;
+            return Ok(Record {
+                rank,
+                t,
+                line: Line::Verdict { computed },
+            });
+        }
         "progress" => Event::Progress {
-            ids: parse_ids(field(f, "ids")?).map_err(|e| format!("field `ids`: {e}"))?,
+            ids: ids("ids")?,
             done: num(f, "done")?,
             speed: num(f, "speed")?,
             remaining: num(f, "remaining")?,
             forecast: num(f, "forecast")?,
         },
         "plan" => Event::Plan {
-            quota: parse_ids(field(f, "quota")?).map_err(|e| format!("field `quota`: {e}"))?,
+            quota: ids("quota")?,
+            speed: num(f, "speed")?,
             horizon: num(f, "horizon")?,
         },
-        "sos-posted" => Event::SosPosted,
+        "sos-posted" => Event::SosPosted {
+            seq: num(f, "seq")?,
+            tail: ids("tail")?,
+            forecast: num(f, "forecast")?,
+        },
         "aid-given" => Event::AidGiven {
             owner: num(f, "owner")?,
-            ids: parse_ids(field(f, "ids")?).map_err(|e| format!("field `ids`: {e}"))?,
+            seq: num(f, "seq")?,
+            ids: ids("ids")?,
         },
         "aid-received" => Event::AidReceived {
-            helper: num(f, "helper")?,
-            count: num(f, "ids_len")?,
+            seq: num(f, "seq")?,
+            aid: Aid {
+                helper: num(f, "helper")?,
+                ids: ids("ids")?,
+                at: num(f, "at")?,
+                speed: num(f, "helper_speed")?,
+            },
         },
-        "verdict" => Event::Verdict {
-            computed: num(f, "computed")?,
-        },
-        _ => Event::Other,
+        _ => {
+            return Ok(Record {
+                rank,
+                t,
+                line: Line::Other,
+            });
+        }
     };
-    Ok(Record { rank, t, event })
+    Ok(Record {
+        rank,
+        t,
+        line: Line::Event(event),
+    })
 }
 
 /// The records of a log's text. A last line without its newline (a job
@@ -213,37 +215,58 @@ mod tests {
     fn every_event_of_a_log() {
         let p = parse_log(LOG, "vm.0.log");
         assert!(p.warnings.is_empty(), "{:?}", p.warnings);
-        let events: Vec<&Event> = p.records.iter().map(|r| &r.event).collect();
+        let lines: Vec<&Line> = p.records.iter().map(|r| &r.line).collect();
         assert_eq!(
-            events[0],
-            &Event::Init {
+            lines[0],
+            &Line::Init {
                 ranks: 4,
                 total: 400,
                 host: "vm".into(),
                 mode: "Full".into()
             }
         );
-        match events[1] {
-            Event::Progress { ids, done, .. } => assert_eq!((ids.len(), *done), (25, 25)),
-            e => panic!("{e:?}"),
-        }
-        match events[2] {
-            Event::Plan { quota, horizon } => assert_eq!((quota.len(), *horizon), (12, 1.1352)),
-            e => panic!("{e:?}"),
-        }
-        match events[3] {
-            Event::AidGiven { owner, ids } => assert_eq!((*owner, ids.len()), (3, 4)),
-            e => panic!("{e:?}"),
-        }
+        let event = |i: usize| match lines[i] {
+            Line::Event(e) => e.clone(),
+            l => panic!("{l:?}"),
+        };
+        let set = |s: &str| parse_ids(s).unwrap();
         assert_eq!(
-            events[4],
-            &Event::AidReceived {
-                helper: 1,
-                count: 7
+            event(1),
+            Event::Progress {
+                ids: set("0..25"),
+                done: 25,
+                speed: 98.3559,
+                remaining: 75,
+                forecast: 1.0176
             }
         );
-        assert_eq!(events[5], &Event::Other);
-        assert_eq!(events[6], &Event::Verdict { computed: 111 });
+        assert_eq!(
+            event(2),
+            Event::Plan {
+                quota: set("99..100,359..370"),
+                speed: 98.3205,
+                horizon: 1.1352
+            }
+        );
+        assert_eq!(
+            event(3),
+            Event::AidGiven {
+                owner: 3,
+                seq: 1,
+                ids: set("396..400")
+            }
+        );
+        match event(4) {
+            Event::AidReceived { seq, aid } => {
+                assert_eq!(
+                    (seq, aid.helper, aid.ids.len(), aid.at, aid.speed),
+                    (2, 1, 7, 1.2, 98.1)
+                )
+            }
+            e => panic!("{e:?}"),
+        }
+        assert_eq!(lines[5], &Line::Other);
+        assert_eq!(lines[6], &Line::Verdict { computed: 111 });
         assert_eq!(p.records[6].t, 1.436193);
     }
 

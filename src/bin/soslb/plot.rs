@@ -36,6 +36,36 @@ pub fn register_font() -> Result<(), String> {
     plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold()).map_err(bad)
 }
 
+/// A white picture of `size` pixels.
+fn canvas(path: &Path, size: (u32, u32)) -> Result<Area<'_>, Box<dyn Error>> {
+    let root = BitMapBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE)?;
+    Ok(root)
+}
+
+type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
+
+/// A legend's key for a line of `color`, at `(x, y)`.
+fn line_key<C: Color>(x: i32, y: i32, color: C) -> PathElement<(i32, i32)> {
+    PathElement::new([(x, y), (x + 14, y)], color.stroke_width(2))
+}
+
+/// The legend of `chart`, at `at`, in `size` pixels.
+fn legend<'a, 'b: 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, BitMapBackend<'b>, CT>,
+    at: SeriesLabelPosition,
+    size: u32,
+) -> Drawn {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font((FONT, size))
+        .draw()?;
+    Ok(())
+}
+
 /// Run `f` on the picture `path`, naming the file in an error.
 fn draw(path: &Path, f: impl FnOnce(&Path) -> Drawn) -> Result<(), String> {
     f(path).map_err(|e| format!("{}: cannot draw: {e}", path.display()))
@@ -64,8 +94,7 @@ fn whole(x: &f64) -> String {
 /// one panel per run, on a common scale.
 pub fn ranks(runs: &[Run], path: &Path) -> Result<(), String> {
     draw(path, |path| {
-        let root = BitMapBackend::new(path, (520 * runs.len() as u32, 400)).into_drawing_area();
-        root.fill(&WHITE)?;
+        let root = canvas(path, (520 * runs.len() as u32, 400))?;
         let top = runs.iter().map(|r| r.end).fold(1e-3, f64::max) * 1.35;
         for (run, area) in runs.iter().zip(root.split_evenly((1, runs.len()))) {
             let n = run.ranks as f64;
@@ -96,14 +125,8 @@ pub fn ranks(runs: &[Run], path: &Path) -> Result<(), String> {
                     RED.stroke_width(2),
                 ))?
                 .label(format!("job end {:.2} s", run.end))
-                .legend(|(x, y)| PathElement::new([(x, y), (x + 14, y)], RED.stroke_width(2)));
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.9))
-                .border_style(BLACK)
-                .label_font((FONT, 13))
-                .draw()?;
+                .legend(|(x, y)| line_key(x, y, RED));
+            legend(&mut chart, SeriesLabelPosition::UpperRight, 13)?;
         }
         root.present()?;
         Ok(())
@@ -113,8 +136,7 @@ pub fn ranks(runs: &[Run], path: &Path) -> Result<(), String> {
 /// Each rank's forecast finishing time against job time (the paper's Fig. 7).
 pub fn forecast(run: &Run, path: &Path) -> Result<(), String> {
     draw(path, |path| {
-        let root = BitMapBackend::new(path, (760, 460)).into_drawing_area();
-        root.fill(&WHITE)?;
+        let root = canvas(path, (760, 460))?;
         let x_max = run.end.max(1e-3) * 1.05;
         // Early forecasts of slow ranks can be far off: cut at 3× the end.
         let cap = 3.0 * run.end.max(1e-3);
@@ -142,9 +164,9 @@ pub fn forecast(run: &Run, path: &Path) -> Result<(), String> {
                 color.stroke_width(2),
             ))?;
             if run.ranks <= 16 {
-                series.label(format!("rank {rank}")).legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 14, y)], color.stroke_width(2))
-                });
+                series
+                    .label(format!("rank {rank}"))
+                    .legend(move |(x, y)| line_key(x, y, color));
             }
         }
         if let Some(h) = run.horizon {
@@ -154,15 +176,9 @@ pub fn forecast(run: &Run, path: &Path) -> Result<(), String> {
                     BLACK.stroke_width(1),
                 ))?
                 .label(format!("horizon {h:.2} s"))
-                .legend(|(x, y)| PathElement::new([(x, y), (x + 14, y)], BLACK));
+                .legend(|(x, y)| line_key(x, y, BLACK));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .label_font((FONT, 12))
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
         root.present()?;
         Ok(())
     })
@@ -172,8 +188,7 @@ pub fn forecast(run: &Run, path: &Path) -> Result<(), String> {
 pub fn help(run: &Run, path: &Path) -> Result<(), String> {
     draw(path, |path| {
         let side = (60 + 34 * run.ranks as u32).clamp(420, 900);
-        let root = BitMapBackend::new(path, (side + 60, side)).into_drawing_area();
-        root.fill(&WHITE)?;
+        let root = canvas(path, (side + 60, side))?;
         let n = run.ranks as f64;
         let max = run.help.iter().flatten().copied().max().unwrap_or(0);
         let total: u64 = run.help.iter().flatten().sum();
@@ -228,8 +243,7 @@ pub fn help(run: &Run, path: &Path) -> Result<(), String> {
 pub fn timeline(run: &Run, path: &Path) -> Result<(), String> {
     draw(path, |path| {
         let height = (120 + 26 * run.ranks as u32).clamp(300, 1000);
-        let root = BitMapBackend::new(path, (800, height)).into_drawing_area();
-        root.fill(&WHITE)?;
+        let root = canvas(path, (800, height))?;
         let n = run.ranks as f64;
         let x_max = run.end.max(1e-3) * 1.02;
         let mut chart = ChartBuilder::on(&root)
@@ -271,13 +285,7 @@ pub fn timeline(run: &Run, path: &Path) -> Result<(), String> {
                 .label(name)
                 .legend(key(color));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .label_font((FONT, 12))
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::LowerLeft, 12)?;
         root.present()?;
         Ok(())
     })
@@ -435,8 +443,7 @@ where
     X::CoordDescType: ValueFormatter<f64>,
     Y::CoordDescType: ValueFormatter<f64>,
 {
-    let root = BitMapBackend::new(path, (720, 460)).into_drawing_area();
-    root.fill(&WHITE)?;
+    let root = canvas(path, (720, 460))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(text.title, (FONT, 20))
         .margin(12)
@@ -456,16 +463,10 @@ where
                 color.stroke_width(2),
             ))?
             .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 14, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| line_key(x, y, color));
         chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .position(text.legend.clone())
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()?;
+    legend(&mut chart, text.legend.clone(), 13)?;
     root.present()?;
     Ok(())
 }
