@@ -40,7 +40,7 @@ for n in "${counts[@]}"; do
     echo "$n,${wall[Full]},${wall[Static]}" >>"$OUT/count-time.csv"
 done
 "$SOSLB" plot "$OUT/count-stderr.csv" --out "$OUT/count-stderr.png" --log-x --log-y \
-    --title "Slab transmission: standard error against the count" \
+    --title "Slab transmission: standard error (identical balanced or not)" \
     --x-label "realisations N" --y-label "standard error of the mean"
 "$SOSLB" plot "$OUT/count-time.csv" --out "$OUT/count-time.png" --log-x --log-y \
     --title "Slab on 6 ranks (one 4x slower): wall time" \

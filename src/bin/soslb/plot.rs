@@ -90,6 +90,24 @@ fn whole(x: &f64) -> String {
     }
 }
 
+/// A tick label: three significant digits, no trailing zeros, an exponent
+/// for the very small and the very large.
+fn tick(v: &f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        return "0".into();
+    }
+    if !(1e-3..1e6).contains(&a) {
+        return format!("{v:.1e}");
+    }
+    let decimals = (2 - a.log10().floor() as i32).max(0) as usize;
+    let text = format!("{v:.decimals$}");
+    match text.contains('.') {
+        true => text.trim_end_matches('0').trim_end_matches('.').to_string(),
+        false => text,
+    }
+}
+
 /// Per-rank finishing times against the job's end (the paper's Fig. 5),
 /// one panel per run, on a common scale.
 pub fn ranks(runs: &[Run], path: &Path) -> Result<(), String> {
@@ -245,7 +263,8 @@ pub fn timeline(run: &Run, path: &Path) -> Result<(), String> {
         let height = (120 + 26 * run.ranks as u32).clamp(300, 1000);
         let root = canvas(path, (800, height))?;
         let n = run.ranks as f64;
-        let x_max = run.end.max(1e-3) * 1.02;
+        // Room on the right for the legend.
+        let x_max = run.end.max(1e-3) * 1.45;
         let mut chart = ChartBuilder::on(&root)
             .caption(format!("Timeline per rank ({})", label(run)), (FONT, 20))
             .margin(12)
@@ -269,11 +288,11 @@ pub fn timeline(run: &Run, path: &Path) -> Result<(), String> {
         };
         chart
             .draw_series((0..run.ranks).map(|r| bar(r, 0.0, run.end, WAIT)))?
-            .label("no work (waiting, looking for an SOS)")
+            .label("no work")
             .legend(key(WAIT));
         for (work, color, name) in [
             (Work::Own, OWN, "own realisations"),
-            (Work::Help, HELP, "helping (ids from an SOS)"),
+            (Work::Help, HELP, "helping (SOS ids)"),
         ] {
             chart
                 .draw_series(
@@ -285,7 +304,7 @@ pub fn timeline(run: &Run, path: &Path) -> Result<(), String> {
                 .label(name)
                 .legend(key(color));
         }
-        legend(&mut chart, SeriesLabelPosition::LowerLeft, 12)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight, 12)?;
         root.present()?;
         Ok(())
     })
@@ -452,6 +471,8 @@ where
         .build_cartesian_2d(x, y)?;
     chart
         .configure_mesh()
+        .x_label_formatter(&tick)
+        .y_label_formatter(&tick)
         .x_desc(text.x)
         .y_desc(text.y)
         .draw()?;
@@ -464,9 +485,31 @@ where
             ))?
             .label(name.as_str())
             .legend(move |(x, y)| line_key(x, y, color));
-        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+        // Larger marks first: series that coincide stay visible.
+        let r = 3 + 3 * (series.len() - 1 - i) as i32 / 2;
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, r, color.filled())))?;
     }
     legend(&mut chart, text.legend.clone(), 13)?;
     root.present()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ticks() {
+        let t = |v: f64| super::tick(&v);
+        assert_eq!(
+            [
+                t(0.0),
+                t(1000.0),
+                t(0.00030000000003),
+                t(2.5),
+                t(12.26),
+                t(1e-5),
+                t(-0.5)
+            ],
+            ["0", "1000", "3.0e-4", "2.5", "12.3", "1.0e-5", "-0.5"]
+        );
+    }
 }
