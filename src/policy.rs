@@ -322,12 +322,13 @@ impl Rank {
     /// this rank computed, when it finished them.
     pub fn flush_progress(&mut self, now: f64) {
         if !self.progress.is_empty() {
+            let (speed, remaining) = (self.speed.get(), self.remaining());
             self.events.push(Event::Progress {
                 ids: std::mem::take(&mut self.progress),
                 done: self.speed.done(),
-                speed: self.speed.get(),
-                remaining: self.remaining(),
-                forecast: now,
+                speed,
+                remaining,
+                forecast: forecast(now, remaining, speed),
             });
         }
     }
