@@ -13,6 +13,7 @@ use crate::error::{Error, Result, code};
 use crate::monitor::Monitor;
 use crate::plan::WarmupReport;
 use crate::policy::{Params, Rank, RankReport, Step};
+use crate::progress::{Figures, Progress};
 use crate::resume::{JobJournal, Journal, Prior};
 use crate::stats::{Observables, Statistic};
 use crate::topology::Topology;
@@ -73,6 +74,8 @@ pub struct Balancer {
     /// The first of `stop_at` and the journal's next write: the one
     /// comparison the deadline and the journal add to the fast path.
     due: f64,
+    /// Rank 0's progress line (DESIGN §12).
+    progress: Option<Progress>,
 }
 
 /// The shell's side of the termination: waves, this rank's failure or stop,
@@ -306,6 +309,7 @@ impl Balancer {
             error: None,
             waiting: None,
         };
+        let progress = (me == 0).then(|| Progress::new(config.progress));
         Ok(Balancer {
             rank,
             comm,
@@ -323,6 +327,7 @@ impl Balancer {
             stop_at,
             journal,
             due,
+            progress,
         })
     }
 
@@ -407,6 +412,12 @@ impl Balancer {
                     }
                 }
                 Ok(Step::Idle { until }) => {
+                    // The ids finished since the last check, logged when
+                    // they were (the rank may wait long for the verdict).
+                    self.rank.flush_progress(now);
+                    if self.rank.has_events() {
+                        self.log_events(now);
+                    }
                     if self.wait_idle(until) {
                         return self.outcome();
                     }
@@ -581,6 +592,7 @@ impl Balancer {
             let verdict = self.end.judge.judge(words);
             let (completed, speed) = words.job();
             self.rank.observe_job(now, completed, speed);
+            self.show_progress(now, completed, verdict.is_some());
             self.end.wave = None;
             if self.deadline.is_some() {
                 self.watch_deadline(now, Some(completed), None);
@@ -601,6 +613,42 @@ impl Balancer {
         false
     }
 
+    /// Rank 0: the progress line if one is due, or the last one at the
+    /// verdict. Only the open index is read, and only for a line.
+    #[cold]
+    fn show_progress(&mut self, now: f64, done: u64, over: bool) {
+        let Some(p) = &mut self.progress else { return };
+        let total = self.rank.total();
+        let line = if over {
+            p.last(done, total, now)
+        } else if p.due(now) {
+            let open = match &self.discovery {
+                Some(_) => self
+                    .board
+                    .read_index()
+                    .ok()
+                    .flatten()
+                    .map(|i| i.entries.len()),
+                None => None,
+            };
+            let end = self.rank.job_end();
+            let figures = Figures {
+                done,
+                total,
+                now,
+                end,
+                open,
+            };
+            p.line(&figures, chrono::Local::now())
+        } else {
+            None
+        };
+        if let Some(line) = line {
+            use std::io::Write;
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        }
+    }
+
     /// Every rank has the verdict `v`; after a failure, the failed rank's
     /// code and message reach every rank.
     fn conclude_with(&mut self, v: Verdict) {
@@ -614,6 +662,8 @@ impl Balancer {
             self.end.error = Some((*first, code, message));
         }
         let t = self.now();
+        self.rank.flush_progress(t);
+        self.log_events(t);
         self.monitor.line(
             t,
             format_args!("verdict {v:?} computed={}", self.rank.audit().count),

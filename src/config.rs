@@ -164,6 +164,9 @@ pub struct Config {
     /// warning naming the file or the ranks (default 10; repeated with a
     /// doubling back-off).
     pub wait_warning: f64,
+    /// Seconds between two progress lines of rank 0 on stderr (default 5;
+    /// 0: none). See [`crate::progress`].
+    pub progress: f64,
 }
 
 impl Default for Config {
@@ -195,6 +198,7 @@ impl Default for Config {
             storage_delay: 0.0,
             keep: false,
             wait_warning: 10.0,
+            progress: 5.0,
         }
     }
 }
@@ -246,6 +250,7 @@ fields!(
     storage_delay,
     keep,
     wait_warning,
+    progress,
 );
 
 pub(crate) fn ron_options() -> ron::Options {
@@ -351,6 +356,7 @@ impl Config {
             ("grace", self.grace, true),
             ("storage_delay", self.storage_delay, true),
             ("wait_warning", self.wait_warning, false),
+            ("progress", self.progress, true),
             ("deadline_margin", self.deadline_margin.unwrap_or(0.0), true),
         ];
         for (field, v, zero_ok) in positive {
@@ -486,7 +492,7 @@ mod tests {
         let c: Config = ron_options().from_str("()").unwrap();
         assert_eq!(c, Config::default());
         c.validate("test").unwrap();
-        assert_eq!(FIELDS.len(), 26);
+        assert_eq!(FIELDS.len(), 27);
     }
 
     #[test]

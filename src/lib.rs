@@ -78,6 +78,8 @@ pub mod ids;
 pub mod monitor;
 pub mod plan;
 pub mod policy;
+pub mod progress;
+pub mod report;
 pub mod resume;
 pub mod scenario;
 pub mod seed;

@@ -7,6 +7,24 @@
 //!
 //! Lines are buffered and flushed at every check and at the end: nothing is
 //! written on the fast path of `next`.
+//!
+//! The format, which `soslb report` ([`crate::report`]) reads back:
+//!
+//! ```text
+//! <RFC 3339 stamp> rank=<r> t=<job s> <event> <key>=<value> ...
+//! ```
+//!
+//! with the events `init` (`ranks`, `total`, `host`, `site`, `mode`, ...),
+//! `plan` (`speed`, `horizon`, `quota_len`, `quota`), `progress` (`done`,
+//! `speed`, `remaining`, `forecast`, `ids`: the ids finished since the
+//! previous line; the ids left are logged when the rank runs out of work and before the `verdict`, so that the
+//! `progress` lines of a rank list every id it computed), `sos-posted`,
+//! `sos-withdrawn`, `sos-closed`, `aid-received` (`helper`, `ids_len`,
+//! `ids`), `aid-given` (`owner`, `ids_len`, `ids`), `verdict` (`computed`),
+//! `finalize`, and free-text `warning` and `error` lines. Id sets are written
+//! `a..b,c..d` (half-open ranges) or `-` when empty. A line is written whole
+//! or, if the job is killed mid-write, cut at its end: readers skip a last
+//! line without its newline.
 
 use crate::error::{Error, Result};
 use crate::policy::Event;

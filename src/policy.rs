@@ -318,6 +318,22 @@ impl Rank {
         self.speed.get()
     }
 
+    /// Without work, and at the end: the progress line of the ids finished
+    /// since the last check (if any), so that the monitor log lists every id
+    /// this rank computed, when it finished them.
+    pub fn flush_progress(&mut self, now: f64) {
+        if !self.progress.is_empty() {
+            let (speed, remaining) = (self.speed.get(), self.remaining());
+            self.events.push(Event::Progress {
+                ids: std::mem::take(&mut self.progress),
+                done: self.speed.done(),
+                speed,
+                remaining,
+                forecast: forecast(now, remaining, speed),
+            });
+        }
+    }
+
     /// The job's forecast end, seconds since the start, from the last
     /// termination wave ([`Rank::observe_job`]; infinite before).
     pub fn job_end(&self) -> f64 {
