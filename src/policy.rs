@@ -873,7 +873,10 @@ impl Rank {
     /// comes when no near helper is free.
     fn help(&mut self, now: f64, board: &mut dyn Board) -> Result<Option<f64>> {
         let idle_since = *self.idle_since.get_or_insert(now);
-        let mut wake = now + self.params.poll_interval;
+        // On slow storage a look at the index is dear, and a rank inside one
+        // cannot progress the termination waves: look at most every four
+        // storage costs (a watcher still wakes the rank at once).
+        let mut wake = now + self.params.poll_interval.max(4.0 * self.storage_cost);
         let index = match board.read_index() {
             Ok(Some(index)) => {
                 self.torn_reads = 0;
