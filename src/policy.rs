@@ -501,12 +501,15 @@ impl Rank {
 
     /// The lease size: ids of work for one interval at the current speed,
     /// but no more than the rank can compute by the job's forecast end
-    /// (then the ids wait in the SOS tail for idle helpers), and at least
-    /// two consultations of the board's worth.
+    /// (then the ids wait in the SOS tail for idle helpers; a forecast end
+    /// already past is stale and caps nothing), and at least four
+    /// consultations of the board's worth.
     fn lease_len(&self, now: f64) -> u64 {
-        let seconds = self
-            .interval()
-            .min((self.job_end - now).max(4.0 * self.storage_cost));
+        let mut seconds = self.interval();
+        let left = self.job_end - now;
+        if left > 0.0 {
+            seconds = seconds.min(left.max(4.0 * self.storage_cost));
+        }
         ((self.speed.get() * seconds).ceil() as u64).max(1)
     }
 
@@ -518,8 +521,9 @@ impl Rank {
     }
 
     /// A consultation of the board took `seconds` (the shell measures it):
-    /// a moving average sets the interval between looks at the board and the least lateness worth
-    /// an SOS.
+    /// a moving average, the storage cost, paces the looks at the board and
+    /// sets the least lateness and tail worth an SOS and the least share
+    /// worth a steal.
     pub fn observe_storage(&mut self, seconds: f64) {
         let seconds = seconds.max(0.0);
         self.storage_cost = if self.storage_cost == 0.0 {
