@@ -33,7 +33,7 @@
 use mpi::traits::*;
 use soslb::config::{Config, Mode};
 use soslb::scenario::Scenario;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -82,16 +82,7 @@ fn parse_args() -> Result<Args, String> {
             _ => return Err(format!("unknown argument {a:?}; {usage}")),
         }
     }
-    let scenario = if name.ends_with(".ron") || name.contains('/') {
-        PathBuf::from(name)
-    } else {
-        let local = Path::new("examples/scenarios").join(format!("{name}.ron"));
-        if local.is_file() {
-            local
-        } else {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(local)
-        }
-    };
+    let scenario = Scenario::path_of(&name);
     Ok(Args {
         scenario,
         mode,

@@ -17,20 +17,7 @@ use soslb::config::{Config, Mode};
 use soslb::policy::{Event, Params};
 use soslb::scenario::Scenario;
 use soslb::sim::{Options, simulate};
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-fn scenario_path(name: &str) -> PathBuf {
-    if name.ends_with(".ron") || name.contains('/') {
-        return PathBuf::from(name);
-    }
-    let local = Path::new("examples/scenarios").join(format!("{name}.ron"));
-    if local.is_file() {
-        local
-    } else {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(local)
-    }
-}
 
 fn number<T: std::str::FromStr>(
     it: &mut impl Iterator<Item = String>,
@@ -45,8 +32,8 @@ fn run() -> Result<String, String> {
     let usage = "usage: simulate SCENARIO static|warmup|full [--storage-delay S] [--seed N] \
                  [--jitter F] [--ranks-per-host N] [--hosts-per-site N] [--trace]";
     let mut it = std::env::args().skip(1);
-    let scenario =
-        Scenario::from_file(&scenario_path(&it.next().ok_or(usage)?)).map_err(|e| e.to_string())?;
+    let scenario = Scenario::from_file(&Scenario::path_of(&it.next().ok_or(usage)?))
+        .map_err(|e| e.to_string())?;
     let mode = match it.next().as_deref() {
         Some("static") => Mode::Static,
         Some("warmup") => Mode::Warmup,

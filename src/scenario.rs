@@ -20,7 +20,7 @@
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One factor of the speed `s_i(t)`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -203,6 +203,21 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// The file of scenario `name`: a path (it ends in `.ron` or has a
+    /// `/`), else `examples/scenarios/<name>.ron` of the working directory
+    /// or, failing that, of this crate's sources.
+    pub fn path_of(name: &str) -> PathBuf {
+        if name.ends_with(".ron") || name.contains('/') {
+            return PathBuf::from(name);
+        }
+        let local = Path::new("examples/scenarios").join(format!("{name}.ron"));
+        if local.is_file() {
+            local
+        } else {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(local)
+        }
+    }
+
     /// Read a scenario file.
     pub fn from_file(path: &Path) -> Result<Scenario> {
         let origin = |reason: String, at: String| Error::Config {

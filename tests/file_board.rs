@@ -478,6 +478,19 @@ fn open_sos(rank: usize, tail: std::ops::Range<u64>) -> Sos {
     }
 }
 
+/// A job of `ranks` ranks whose rank 1 (the owner) has an SOS open with
+/// tail 0..50, rank 0 its helper: the job, owner, helper and the SOS path.
+fn open_sos_of_rank_1(ranks: usize) -> (TempJob, FileBoard, FileBoard, PathBuf) {
+    let job = TempJob::new(ranks);
+    let mut owner = job.join(1, ranks);
+    let helper = job.join(0, ranks);
+    let path = owner.sos_path(1);
+    owner
+        .with_sos(1, Access::Wait, &mut |s| *s = open_sos(1, 0..50))
+        .unwrap();
+    (job, owner, helper, path)
+}
+
 /// Take one id from the back of the tail of `rank`'s SOS.
 fn take_one(board: &mut FileBoard, rank: usize) -> soslb::Result<Locked> {
     board.with_sos(rank, Access::Wait, &mut |s| {
@@ -498,13 +511,7 @@ fn take_one(board: &mut FileBoard, rank: usize) -> soslb::Result<Locked> {
 /// written to.
 #[test]
 fn a_file_replaced_by_rename_is_reported_and_the_owner_reset_repairs_it() {
-    let job = TempJob::new(3);
-    let mut owner = job.join(1, 3);
-    let mut helper = job.join(0, 3);
-    let path = owner.sos_path(1);
-    owner
-        .with_sos(1, Access::Wait, &mut |s| *s = open_sos(1, 0..50))
-        .unwrap();
+    let (job, mut owner, mut helper, path) = open_sos_of_rank_1(3);
     take_one(&mut helper, 1).unwrap();
     // A copy now, more help, then the copy put back by rename.
     let copy = job.path().join("copy.ron");
@@ -546,13 +553,7 @@ fn a_file_replaced_by_rename_is_reported_and_the_owner_reset_repairs_it() {
 
 #[test]
 fn an_older_copy_written_in_place_is_reported_as_replaced() {
-    let job = TempJob::new(2);
-    let mut owner = job.join(1, 2);
-    let mut helper = job.join(0, 2);
-    let path = owner.sos_path(1);
-    owner
-        .with_sos(1, Access::Wait, &mut |s| *s = open_sos(1, 0..50))
-        .unwrap();
+    let (_job, _owner, mut helper, path) = open_sos_of_rank_1(2);
     let old = std::fs::read(&path).unwrap();
     take_one(&mut helper, 1).unwrap();
     // `cp old sos/1.ron`: same file, older content, valid checksum.
@@ -568,13 +569,7 @@ fn an_older_copy_written_in_place_is_reported_as_replaced() {
 
 #[test]
 fn a_torn_body_under_the_lock_is_read_again_before_it_is_corrupt() {
-    let job = TempJob::new(2);
-    let mut owner = job.join(1, 2);
-    let mut helper = job.join(0, 2);
-    let path = owner.sos_path(1);
-    owner
-        .with_sos(1, Access::Wait, &mut |s| *s = open_sos(1, 0..50))
-        .unwrap();
+    let (_job, _owner, mut helper, path) = open_sos_of_rank_1(2);
     let good = std::fs::read(&path).unwrap();
     // Cut, as a stale cached size would, and whole again 30 ms later.
     let header = good.iter().position(|&b| b == b'\n').unwrap();

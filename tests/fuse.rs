@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::{example, field, root, temp_dir};
+use common::{example, field, root, scenario, temp_dir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -192,10 +192,6 @@ fn emulate_on_views(views: &Views, scenario: &Path, mode: &str) -> (Output, Stri
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     (out, stdout, stderr)
-}
-
-fn scenario(name: &str) -> PathBuf {
-    root().join("tests/scenarios").join(format!("{name}.ron"))
 }
 
 /// Runs per scenario (`SOSLB_TEST_FUSE_RUNS` is not read: tests ignore

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{example, field, mpirun, root, temp_dir};
+use common::{example, field, mpirun, scenario, temp_dir};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -78,10 +78,6 @@ impl std::fmt::Display for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         write!(f, "--- stdout\n{}--- stderr\n{}", self.stdout, self.stderr)
     }
-}
-
-fn scenario(name: &str) -> PathBuf {
-    root().join("tests/scenarios").join(format!("{name}.ron"))
 }
 
 /// Start the emulator; `during` runs while it does (with the signal dir).

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{example, field, mpirun, root, run, temp_dir};
+use common::{example, field, mpirun, run, scenario, temp_dir};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -79,10 +79,6 @@ impl Run {
     }
 }
 
-fn scenario_path(name: &str) -> PathBuf {
-    root().join("tests/scenarios").join(format!("{name}.ron"))
-}
-
 fn ranks_of(path: &Path) -> usize {
     soslb::scenario::Scenario::from_file(path)
         .expect("a valid scenario")
@@ -90,9 +86,9 @@ fn ranks_of(path: &Path) -> usize {
 }
 
 /// Run the emulator on a test scenario; the run directory is `<dir>/signals/job.0`.
-fn emulate(scenario: &str, mode: &str, env: &[(&str, &str)]) -> Run {
-    let dir = temp_dir(scenario);
-    let path = scenario_path(scenario);
+fn emulate(name: &str, mode: &str, env: &[(&str, &str)]) -> Run {
+    let dir = temp_dir(name);
+    let path = scenario(name);
     let mut env = env.to_vec();
     env.extend([("SOSLB_JOB_ID", "job"), ("SOSLB_WARMUP", "0.5")]);
     let cmd = mpirun(
@@ -105,7 +101,7 @@ fn emulate(scenario: &str, mode: &str, env: &[(&str, &str)]) -> Run {
     let (out, stdout, stderr) = run(cmd);
     assert!(
         out.status.success(),
-        "{scenario} {mode} failed:\n{stdout}\n{stderr}"
+        "{name} {mode} failed:\n{stdout}\n{stderr}"
     );
     let result = stdout.lines().last().unwrap_or_default().to_string();
     assert!(
@@ -241,7 +237,7 @@ fn slow_storage_keeps_every_id_once() {
 #[test]
 fn a_reused_job_id_gets_a_fresh_run_directory_and_the_old_one_is_untouched() {
     let dir = temp_dir("reused");
-    let path = scenario_path("speeds8");
+    let path = scenario("speeds8");
     let env = [("SOSLB_JOB_ID", "reused"), ("SOSLB_WARMUP", "0.2")];
     let args = [path.to_str().unwrap(), "full"];
     let (first, ..) = run(mpirun(8, &example("emulate"), &args, &dir, &env));
@@ -306,6 +302,27 @@ fn wait_job_dir(dir: &Path, deadline: std::time::Instant) -> PathBuf {
     }
 }
 
+/// Start `midrun` on 16 ranks in mode full, its output captured, in a
+/// fresh directory named after `name`; with a deadline for what the test
+/// waits for while it runs.
+fn spawn_midrun(name: &str) -> (PathBuf, std::process::Child, std::time::Instant) {
+    let dir = temp_dir(name);
+    let path = scenario("midrun");
+    let child = mpirun(
+        16,
+        &example("emulate"),
+        &[path.to_str().unwrap(), "full"],
+        &dir,
+        &[("SOSLB_WARMUP", "0.5")],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("mpirun starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(150);
+    (dir, child, deadline)
+}
+
 /// AID records in the SOS file at `path` (read without its lock: a hint).
 fn aid_count(path: &Path) -> usize {
     std::fs::read_to_string(path)
@@ -320,22 +337,7 @@ fn aid_count(path: &Path) -> usize {
 /// duplicates. Returns the result line and the warnings.
 fn damage_sos_after_first_aid(name: &str, fault: impl FnOnce(&Path)) -> (String, Vec<String>) {
     use std::time::{Duration, Instant};
-    let dir = temp_dir(name);
-    let path = scenario_path("midrun");
-    let env = [("SOSLB_WARMUP", "0.5")];
-    let mut cmd = mpirun(
-        16,
-        &example("emulate"),
-        &[path.to_str().unwrap(), "full"],
-        &dir,
-        &env,
-    );
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("mpirun starts");
-    let deadline = Instant::now() + Duration::from_secs(150);
+    let (dir, child, deadline) = spawn_midrun(name);
     let sos = wait_job_dir(&dir, deadline).join("sos/15.ron");
     while aid_count(&sos) == 0 {
         assert!(Instant::now() < deadline, "nobody helped rank 15");
@@ -378,16 +380,30 @@ fn damage_sos_after_first_aid(name: &str, fault: impl FnOnce(&Path)) -> (String,
     (result, named)
 }
 
+/// Overwrite `path` with `bytes` under its lock, between two accesses of
+/// the ranks: written unlocked, the damage could fall between a helper's
+/// read and its write, and that write would repair it unseen.
+fn damage_under_lock(path: &Path, bytes: &[u8]) {
+    use fs2::FileExt;
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.lock_exclusive().unwrap();
+    file.set_len(0).unwrap();
+    file.write_all(bytes).unwrap();
+    file.sync_all().unwrap();
+    FileExt::unlock(&file).unwrap();
+}
+
 #[test]
 fn garbage_written_into_an_open_sos_file_after_help_began_is_reported() {
     damage_sos_after_first_aid("garbage", |sos| {
-        std::fs::write(sos, "garbage\u{0}\u{ff} (rank: 15, seq").unwrap();
+        damage_under_lock(sos, "garbage\u{0}\u{ff} (rank: 15, seq".as_bytes());
     });
 }
 
 #[test]
 fn an_open_sos_file_emptied_after_help_began_is_reported() {
-    damage_sos_after_first_aid("empty", |sos| std::fs::write(sos, "").unwrap());
+    damage_sos_after_first_aid("empty", |sos| damage_under_lock(sos, b""));
 }
 
 #[test]
@@ -409,21 +425,7 @@ fn a_stale_copy_renamed_over_an_open_sos_file_is_reported_as_replaced() {
 #[test]
 fn a_lost_job_directory_gives_few_whole_warning_lines() {
     use std::time::{Duration, Instant};
-    let dir = temp_dir("lost");
-    let path = scenario_path("midrun");
-    let mut cmd = mpirun(
-        16,
-        &example("emulate"),
-        &[path.to_str().unwrap(), "full"],
-        &dir,
-        &[("SOSLB_WARMUP", "0.5")],
-    );
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("mpirun starts");
-    let deadline = Instant::now() + Duration::from_secs(150);
+    let (dir, child, deadline) = spawn_midrun("lost");
     let job = wait_job_dir(&dir, deadline);
     while !std::fs::read_to_string(job.join("open.ron"))
         .unwrap_or_default()
@@ -462,7 +464,7 @@ fn a_lost_job_directory_gives_few_whole_warning_lines() {
 fn realisations_of_heavy_tailed_cost_are_computed_once() {
     let run = emulate("tail8", "full", &[]);
     run.assert_exactly_once(1500);
-    let ideal = soslb::scenario::Scenario::from_file(&scenario_path("tail8"))
+    let ideal = soslb::scenario::Scenario::from_file(&scenario("tail8"))
         .expect("a valid scenario")
         .ideal(8);
     assert!(
@@ -488,8 +490,7 @@ fn thirty_two_fluctuating_ranks_compute_every_id_once() {
 fn the_emulator_sleeps_the_cost_of_each_realisation() {
     let run = emulate("cost2", "static", &[]);
     run.assert_exactly_once(400);
-    let s =
-        soslb::scenario::Scenario::from_file(&scenario_path("cost2")).expect("a valid scenario");
+    let s = soslb::scenario::Scenario::from_file(&scenario("cost2")).expect("a valid scenario");
     let block_seconds = |r: usize| -> f64 {
         soslb::plan::initial_block(400, 2, r)
             .map(|id| s.duration(r, id, 0.0))

@@ -79,14 +79,14 @@ impl MemoryBoard {
     /// deterministically from `seed`.
     pub fn with_busy_locks(mut self, n: u64, seed: u64) -> Self {
         self.busy_one_in = n;
-        self.lock().busy_state = seed;
+        lock(&self.shared).busy_state = seed;
         self
     }
 
     /// Destroy the SOS record of `rank`, as a storage fault would: its next
     /// locked access fails with [`Error::Corrupt`] and its content is lost.
     pub fn corrupt(&self, rank: usize) {
-        let mut shared = self.lock();
+        let mut shared = lock(&self.shared);
         shared.corrupt.push(rank);
         if let Some(s) = shared.sos.get_mut(rank) {
             *s = Sos {
@@ -113,11 +113,11 @@ impl MemoryBoard {
     pub fn waited(&self) -> f64 {
         self.clock.map_or(0.0, |c| c.waited)
     }
+}
 
-    fn lock(&self) -> MutexGuard<'_, Shared> {
-        // A panic in another test thread must not hide this one's result.
-        self.shared.lock().unwrap_or_else(|e| e.into_inner())
-    }
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    // A panic in another test thread must not hide this one's result.
+    shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Board for MemoryBoard {
@@ -128,7 +128,7 @@ impl Board for MemoryBoard {
         f: &mut dyn FnMut(&mut Sos),
     ) -> Result<Locked> {
         let busy_one_in = self.busy_one_in;
-        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let mut shared = lock(&self.shared);
         if access == Access::Try && busy_one_in > 0 {
             shared.busy_state = crate::splitmix64(shared.busy_state);
             if shared.busy_state % busy_one_in == 0 {
@@ -191,7 +191,7 @@ impl Board for MemoryBoard {
 
     fn reset_sos(&mut self, sos: &Sos) -> Result<()> {
         self.ops += OVERWRITE;
-        let shared = &mut *self.lock();
+        let shared = &mut *lock(&self.shared);
         match shared.sos.get_mut(sos.rank) {
             Some(slot) => {
                 shared.corrupt.retain(|&r| r != sos.rank);
@@ -207,12 +207,12 @@ impl Board for MemoryBoard {
 
     fn reset_index(&mut self) -> Result<()> {
         self.ops += OVERWRITE;
-        self.lock().index = OpenIndex::default();
+        lock(&self.shared).index = OpenIndex::default();
         Ok(())
     }
 
     fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()> {
-        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let mut shared = lock(&self.shared);
         let before = shared.index.clone();
         f(&mut shared.index);
         self.ops += if shared.index == before {
@@ -225,7 +225,7 @@ impl Board for MemoryBoard {
 
     fn journaled_takes(&mut self, owner: usize, seq: u64) -> Result<IdSet> {
         let mut ids = IdSet::new();
-        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let shared = lock(&self.shared);
         self.ops += LOOK * (shared.sos.len() as u64 - 1);
         for t in shared.journal.iter() {
             if t.owner == owner && t.seq == seq {
@@ -237,7 +237,7 @@ impl Board for MemoryBoard {
 
     fn read_index(&mut self) -> Result<Option<OpenIndex>> {
         self.ops += READ;
-        Ok(Some(self.lock().index.clone()))
+        Ok(Some(lock(&self.shared).index.clone()))
     }
 
     fn ops(&self) -> u64 {

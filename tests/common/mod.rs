@@ -30,6 +30,11 @@ pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The file of a test scenario, `tests/scenarios/<name>.ron`.
+pub fn scenario(name: &str) -> std::path::PathBuf {
+    root().join("tests/scenarios").join(format!("{name}.ron"))
+}
+
 /// A fresh directory for one test.
 pub fn temp_dir(name: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);
