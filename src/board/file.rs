@@ -363,6 +363,9 @@ struct Signal {
     kept: Option<(File, FileId)>,
     /// The highest write number this rank has read or written.
     wseq: u64,
+    /// The file's size as the last fresh read under the lock (or this
+    /// rank's last write) found it.
+    size: u64,
     /// While locked: the record was read (a write is then the next write
     /// number; without a read it starts a new epoch).
     read_done: bool,
@@ -384,6 +387,7 @@ impl Signal {
             path,
             kept: None,
             wseq: 0,
+            size: 0,
             read_done: false,
             locked: false,
             access: Access::Wait,
@@ -464,7 +468,8 @@ impl Signal {
         self.read_done = false;
         let mut attempt = 0;
         let record = loop {
-            let (file, _) = self.open_fresh(m, false)?;
+            let (file, size) = self.open_fresh(m, false)?;
+            self.size = size;
             let bytes = m.read(&file, &self.path)?;
             drop(file);
             match format::decode_record::<T>(&bytes, &self.path)? {
@@ -514,24 +519,47 @@ impl Signal {
         Ok(record.body)
     }
 
-    /// Step 3: write `body` under the lock, in place, through a fresh
-    /// `open` of the locked file: as the next write number after a
-    /// [`Signal::read`], or without one (a reset) as the first write of a
-    /// new epoch, above every number any rank can remember.
+    /// Step 3: write `body` under the lock, in place. After a
+    /// [`Signal::read`] (which proved the file at the path is the locked
+    /// one) it is the next write number, written through the kept
+    /// descriptor; without one (a reset) it goes through a fresh `open` of
+    /// the locked file as the first write of a new epoch, above every
+    /// number any rank can remember.
     fn write<T: Serialize>(&mut self, m: &mut Meter, body: &T) -> Result<()> {
         self.require_lock("a write")?;
+        if self.read_done {
+            return self.write_kept(m, body, self.wseq + 1);
+        }
         let (file, size) = self.open_fresh(m, true)?;
-        let wseq = if self.read_done {
-            self.wseq + 1
-        } else {
-            ((self.wseq >> 32) + 1) << 32
-        };
+        let wseq = ((self.wseq >> 32) + 1) << 32;
         let ino = self.kept.as_ref().map_or(0, |k| k.1.ino);
         let text = format::encode_stamped(body, wseq, ino);
         m.write(&file, &self.path, &text, size)?;
+        self.size = format::padded_len(text.len(), size) as u64;
         self.wseq = wseq;
         self.read_done = true;
         Ok(())
+    }
+
+    /// Write `body` as write number `wseq` through the kept descriptor,
+    /// over a file of the size last seen.
+    fn write_kept<T: Serialize>(&mut self, m: &mut Meter, body: &T, wseq: u64) -> Result<()> {
+        let Some((file, id)) = &self.kept else {
+            return Err(Error::Internal("kept descriptor vanished".into()));
+        };
+        let text = format::encode_stamped(body, wseq, id.ino);
+        m.write(file, &self.path, &text, self.size)?;
+        self.size = format::padded_len(text.len(), self.size) as u64;
+        self.wseq = wseq;
+        self.read_done = true;
+        Ok(())
+    }
+
+    /// Rewrite a file only this rank writes (its journal) without its
+    /// lock, through the kept descriptor: readers read it unlocked and
+    /// read a body caught mid-write again.
+    fn write_own<T: Serialize>(&mut self, m: &mut Meter, body: &T) -> Result<()> {
+        self.write_kept(m, body, self.wseq + 1)
     }
 
     /// Step 4: release the lock (a fresh descriptor is closed first; a kept
@@ -648,14 +676,37 @@ impl Signal {
 
     /// Read the record without the lock (open, read, close: the open
     /// revalidates). `None` when a write was caught midway.
-    fn read_unlocked<T: DeserializeOwned>(&mut self, m: &mut Meter) -> Result<Option<T>> {
-        // No `statx` here: a helper's poll should cost the server one open
-        // and one read; a body cut by a cached size is torn, read again later.
+    ///
+    /// With `identity`, a record written to another file than the one at
+    /// the path (its writer kept the file that was then replaced) is
+    /// [`Error::Corrupt`]. Without, no `statx`: a helper's poll should cost
+    /// the server one open and one read; a body cut by a cached size is
+    /// torn, read again later.
+    fn read_unlocked<T: DeserializeOwned>(
+        &mut self,
+        m: &mut Meter,
+        identity: bool,
+    ) -> Result<Option<T>> {
         m.tick();
         let file = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
         let bytes = m.read(&file, &self.path)?;
+        let ino = if identity {
+            fresh_stat(&file)
+                .map_err(|e| Error::io(&self.path, e))?
+                .0
+                .ino
+        } else {
+            0
+        };
         drop(file);
         match format::decode_record::<T>(&bytes, &self.path)? {
+            Decoded::Body(r) if identity && r.ino != 0 && r.ino != ino => {
+                Err(self.corrupt(format!(
+                    "replaced: written by its rank to the file of inode {}, but the file at \
+                     this path is inode {ino} (cp and mv, sed -i, a restore?)",
+                    r.ino
+                )))
+            }
             Decoded::Body(r) if r.wseq < self.wseq => Err(self.corrupt(format!(
                 "replaced: its write number went back from {} to {}: an older copy of the file \
                  was put in place while the job ran (cp, mv, sed -i, a restore?)",
@@ -769,7 +820,8 @@ impl FileBoard {
         sos[rank].wseq = CREATED_WSEQ;
         let mut journal = Signal::new(journal_path(job_dir, rank));
         let journal_file = create_file(&journal.path, &Vec::<Take>::new())?;
-        let (id, _) = fresh_stat(&journal_file).map_err(|e| Error::io(&journal.path, e))?;
+        let (id, size) = fresh_stat(&journal_file).map_err(|e| Error::io(&journal.path, e))?;
+        journal.size = size;
         journal.kept = Some((journal_file, id));
         journal.wseq = CREATED_WSEQ;
         let meter = Meter {
@@ -924,7 +976,7 @@ impl Board for FileBoard {
                         seq: s.seq,
                         ids: a.ids.clone(),
                     }));
-                    if let Err(e) = journal.reset(journal_meter, &*takes) {
+                    if let Err(e) = journal.write_own(journal_meter, &*takes) {
                         takes.truncate(n);
                         *s = before;
                         journal_error = Some(e);
@@ -938,7 +990,7 @@ impl Board for FileBoard {
         let locked = match locked {
             Err(e) if takes.len() > journaled => {
                 takes.truncate(journaled);
-                if let Err(j) = journal.reset(journal_meter, &*takes) {
+                if let Err(j) = journal.write_own(journal_meter, &*takes) {
                     return Err(Error::Internal(format!(
                         "{e}; and this rank's journal still lists the takes that failed: {j}"
                     )));
@@ -973,7 +1025,7 @@ impl Board for FileBoard {
     }
 
     fn read_index(&mut self) -> Result<Option<OpenIndex>> {
-        self.index.read_unlocked(&mut self.meter)
+        self.index.read_unlocked(&mut self.meter, false)
     }
 
     fn ops(&self) -> u64 {
@@ -987,7 +1039,7 @@ impl Board for FileBoard {
             // A body caught mid-write is read again; its writer is quick.
             let mut takes = None;
             for attempt in 0..50 {
-                takes = journal.read_unlocked::<Vec<Take>>(&mut self.meter)?;
+                takes = journal.read_unlocked::<Vec<Take>>(&mut self.meter, true)?;
                 if takes.is_some() {
                     break;
                 }
