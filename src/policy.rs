@@ -225,6 +225,9 @@ pub struct Rank {
     idle_since: Option<f64>,
     /// Seconds to wait before trying a busy SOS lock again (doubles while busy).
     busy_backoff: f64,
+    /// SOS (owner, sequence) found with nothing to take, and until when
+    /// not to look at them again.
+    empty: Vec<(usize, u64, f64)>,
     /// The ids computed, for the audit at finalize.
     audit: Audit,
     /// Seconds one consultation of the board takes (measured by the shell).
@@ -232,6 +235,8 @@ pub struct Rank {
     /// When a check last consulted the rank's own SOS record (refresh,
     /// withdraw, post; lease extensions are paced by the lease).
     last_look: f64,
+    /// When a lease extension last wrote fresh figures into the open SOS.
+    extended_at: f64,
     /// The job's forecast end, from the last termination wave.
     job_end: f64,
     /// The chunk being computed and when it was handed out.
@@ -262,9 +267,11 @@ impl Rank {
             seen_aids: 0,
             board_broken: false,
             busy_backoff: 0.0,
+            empty: Vec::new(),
             audit: Audit::default(),
             storage_cost: 0.0,
             last_look: f64::NEG_INFINITY,
+            extended_at: f64::NEG_INFINITY,
             job_end: f64::INFINITY,
             speed: Speed::new(params.speed_window),
             horizon: f64::INFINITY,
@@ -563,6 +570,8 @@ impl Rank {
         self.last_look = now;
         match (late, self.sos.as_ref().map(|e| e.seq)) {
             (true, None) => self.post(now, v, tau, board),
+            // A lease extension wrote fresh figures not long ago.
+            (true, Some(_)) if now < self.extended_at + self.interval() => Ok(()),
             (true, Some(seq)) => self.refresh(seq, now, v, tau, board),
             (false, Some(seq)) => self.withdraw(seq, tau, board),
             (false, None) => Ok(()),
@@ -757,11 +766,18 @@ impl Rank {
             return Ok(());
         };
         let n = self.lease_len(now);
+        // The record is written anyway: with fresh figures, so that the
+        // next check need not look again.
+        let v = self.speed.get();
+        let tau = forecast(now, self.remaining(), v);
+        self.extended_at = now;
         let r = self.with_own_sos(seq, board, |state| {
             let SosState::Open(p) = state else {
                 return None;
             };
             let ext = p.tail.take_front(n);
+            p.speed = v;
+            p.forecast = tau;
             p.updated_at = now;
             p.remaining = ext.len() + p.tail.len();
             let left = p.tail.clone();
@@ -909,11 +925,26 @@ impl Rank {
             .collect();
         candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.forecast.total_cmp(&a.1.forecast)));
         let mut busy = false;
+        self.empty.retain(|e| e.2 > now);
+        // Locked looks cost storage time: a call makes looks that found
+        // nothing worth about a poll interval, then comes back at once.
+        let mut budget = self.params.poll_interval;
         for (d, entry) in candidates {
             let ready_at = entry.opened_at.max(idle_since) + d as f64 * self.params.grace;
             if now < ready_at {
                 wake = wake.min(ready_at);
                 continue;
+            }
+            if self
+                .empty
+                .iter()
+                .any(|e| (e.0, e.1) == (entry.rank, entry.seq))
+            {
+                continue;
+            }
+            if budget < 0.0 {
+                wake = now;
+                break;
             }
             match self.steal(entry.rank, now, board) {
                 Steal::Success(seq, ids) => {
@@ -928,8 +959,19 @@ impl Rank {
                     self.idle_since = None;
                     return Ok(None);
                 }
-                Steal::Retry => busy = true,
-                Steal::Empty => {}
+                // Held by another: the next call tries the others first.
+                Steal::Retry => {
+                    busy = true;
+                    let until = now + 2.0 * self.storage_cost;
+                    self.empty.push((entry.rank, entry.seq, until));
+                }
+                // Nothing to take until the owner's next look at its SOS,
+                // about one interval away.
+                Steal::Empty => {
+                    budget -= self.storage_cost;
+                    let until = now + self.interval();
+                    self.empty.push((entry.rank, entry.seq, until));
+                }
             }
         }
         // A busy lock is tried again after a back-off that doubles from 5 ms
