@@ -590,8 +590,9 @@ impl Balancer {
                 return false;
             };
             let verdict = self.end.judge.judge(words);
-            let (completed, speed) = words.job();
-            self.rank.observe_job(now, completed, speed);
+            let job = words.job(self.rank.topology().ranks());
+            let completed = job.completed;
+            self.rank.observe_job(now, job);
             self.show_progress(now, completed, verdict.is_some());
             self.end.wave = None;
             if self.deadline.is_some() {

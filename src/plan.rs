@@ -169,6 +169,10 @@ pub struct ShareInput {
     /// operations): the share is what it can compute in the time left after
     /// them, and nothing when that is not worth it.
     pub steal_cost: f64,
+    /// Helpers this SOS may expect (idle ranks over open SOS, at least
+    /// one): they take their shares one after the other, each holding the
+    /// owner's lock for a steal, so the common end lies that much later.
+    pub helpers: f64,
 }
 
 /// The number of ids a helper takes; zero means "do not take".
@@ -212,7 +216,8 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         let mut end = k / vh;
         // A forecast end already past is stale (the next wave renews it).
         if s.job_left > 0.0 {
-            end = end.min(s.job_left.max(2.0 * s.steal_cost));
+            let queue = s.steal_cost * (s.helpers.max(1.0) + 1.0) / 2.0;
+            end = end.min((s.job_left + queue).max(2.0 * s.steal_cost));
         }
         if r / vj > 3.0 * s.steal_cost {
             end = end.max(5.0 * s.steal_cost);
@@ -357,6 +362,7 @@ mod tests {
             available: 1000,
             job_left: f64::INFINITY,
             steal_cost: 0.0,
+            helpers: 1.0,
         }
     }
 
@@ -406,6 +412,19 @@ mod tests {
         let mut s = input(10.0, 25.0, 50.0, vec![]);
         s.steal_cost = 0.4;
         assert_eq!(share(HelpPolicy::Balanced, &s), 0);
+    }
+
+    #[test]
+    fn helpers_that_queue_for_one_sos_push_the_common_end_back() {
+        // Job forecast to end in 1 s, steals of 0.1 s: alone, a helper
+        // takes 1 s of work; with five helpers queueing for the owner's
+        // lock, the last starts 0.5 s late, and the common end is 0.3 s later.
+        let mut s = input(300.0, 25.0, 50.0, vec![]);
+        s.job_left = 1.0;
+        s.steal_cost = 0.1;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 50);
+        s.helpers = 5.0;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 60);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::ids::IdSet;
 use crate::plan::{HelpPolicy, ShareInput, WarmupReport, initial_block, rescale, share};
 use crate::speed::{Speed, forecast};
 use crate::topology::Topology;
-use crate::verdict::Audit;
+use crate::verdict::{Audit, Job};
 use std::ops::Range;
 
 /// The numbers of the config the state machine uses.
@@ -239,6 +239,8 @@ pub struct Rank {
     extended_at: f64,
     /// The job's forecast end, from the last termination wave.
     job_end: f64,
+    /// Ranks without work at the last termination wave.
+    idle_ranks: usize,
     /// The chunk being computed and when it was handed out.
     out: Option<(f64, Range<u64>)>,
     progress: IdSet,
@@ -273,6 +275,7 @@ impl Rank {
             last_look: f64::NEG_INFINITY,
             extended_at: f64::NEG_INFINITY,
             job_end: f64::INFINITY,
+            idle_ranks: 0,
             speed: Speed::new(params.speed_window),
             horizon: f64::INFINITY,
             next_check: params.check_interval,
@@ -352,13 +355,15 @@ impl Rank {
         self.speed.done()
     }
 
-    /// What a termination wave says of the whole job at `now`: `completed`
-    /// realisations, and the ranks' summed speed. The job's forecast end,
-    /// `now + (total − completed) / speed`, caps the shares helpers take.
-    pub fn observe_job(&mut self, now: f64, completed: u64, speed: f64) {
-        if speed > 0.0 {
-            self.job_end = now + self.total.saturating_sub(completed) as f64 / speed;
+    /// What a termination wave says of the whole job at `now`. The job's
+    /// forecast end, `now + (total − completed) / speed`, caps the shares
+    /// helpers take; the idle ranks tell how many helpers each open SOS
+    /// may expect.
+    pub fn observe_job(&mut self, now: f64, job: Job) {
+        if job.speed > 0.0 {
+            self.job_end = now + self.total.saturating_sub(job.completed) as f64 / job.speed;
         }
+        self.idle_ranks = job.idle;
     }
 
     /// The number of realisations of the run.
@@ -559,8 +564,14 @@ impl Rank {
             return Ok(());
         }
         // An SOS costs a few consultations of the board (post, the helpers'
-        // takes, lease extensions): not worth it for less lateness than that.
-        let threshold = self.params.late_threshold.max(4.0 * self.storage_cost);
+        // takes) and, while open, a lease extension of about one and a half
+        // consultations per interval: not worth it for less lateness.
+        let upkeep = 1.5 * self.storage_cost * (tau - now).max(0.0) / self.interval();
+        let threshold = self
+            .params
+            .late_threshold
+            .max(4.0 * self.storage_cost)
+            .max(upkeep);
         let late = tau - self.horizon >= threshold;
         // An open SOS is consulted at most once per interval: a check
         // itself is free, a look at the board is not.
@@ -924,6 +935,7 @@ impl Rank {
             .map(|e| (self.topology.distance(self.me, e.rank), e))
             .collect();
         candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.forecast.total_cmp(&a.1.forecast)));
+        let helpers = (self.idle_ranks as f64 / candidates.len().max(1) as f64).max(1.0);
         let mut busy = false;
         self.empty.retain(|e| e.2 > now);
         // Locked looks cost storage time: a call makes looks that found
@@ -935,18 +947,19 @@ impl Rank {
                 wake = wake.min(ready_at);
                 continue;
             }
-            if self
+            if let Some(e) = self
                 .empty
                 .iter()
-                .any(|e| (e.0, e.1) == (entry.rank, entry.seq))
+                .find(|e| (e.0, e.1) == (entry.rank, entry.seq))
             {
+                wake = wake.min(e.2);
                 continue;
             }
             if budget < 0.0 {
                 wake = now;
                 break;
             }
-            match self.steal(entry.rank, now, board) {
+            match self.steal(entry.rank, now, helpers, board) {
                 Steal::Success(seq, ids) => {
                     self.busy_backoff = 0.0;
                     self.report.taken += ids.len();
@@ -962,7 +975,7 @@ impl Rank {
                 // Held by another: the next call tries the others first.
                 Steal::Retry => {
                     busy = true;
-                    let until = now + 2.0 * self.storage_cost;
+                    let until = now + self.storage_cost;
                     self.empty.push((entry.rank, entry.seq, until));
                 }
                 // Nothing to take until the owner's next look at its SOS,
@@ -986,7 +999,7 @@ impl Rank {
     }
 
     /// Take a share of the tail of `owner`'s open SOS and append an AID record.
-    fn steal(&mut self, owner: usize, now: f64, board: &mut dyn Board) -> Steal {
+    fn steal(&mut self, owner: usize, now: f64, helpers: f64, board: &mut dyn Board) -> Steal {
         let vh = self.speed.get();
         let (me, policy) = (self.me, self.params.help_policy);
         let (job_end, steal_cost) = (self.job_end, self.storage_cost);
@@ -1012,6 +1025,7 @@ impl Rank {
                     available: p.tail.len(),
                     job_left: job_end - now,
                     steal_cost,
+                    helpers,
                 },
             );
             if k == 0 {

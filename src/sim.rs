@@ -23,6 +23,7 @@ use crate::policy::{Event, Params, Rank, RankReport, Step};
 use crate::scenario::Scenario;
 use crate::splitmix64;
 use crate::topology::Topology;
+use crate::verdict::Job;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -183,9 +184,13 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             )));
         }
         if now >= next_wave {
-            let speed = ranks.iter().map(Rank::speed).sum();
+            let job = Job {
+                completed,
+                speed: ranks.iter().map(Rank::speed).sum(),
+                idle: ranks.iter().filter(|r| !r.owns_work()).count(),
+            };
             for rank in &mut ranks {
-                rank.observe_job(now, completed, speed);
+                rank.observe_job(now, job);
             }
             next_wave = now + params.check_interval;
         }

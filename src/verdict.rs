@@ -70,6 +70,17 @@ pub enum Verdict {
     },
 }
 
+/// What a wave tells every rank of the whole job.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Job {
+    /// Realisations completed over all ranks.
+    pub completed: u64,
+    /// The ranks' summed speed, realisations per second.
+    pub speed: f64,
+    /// Ranks that own no work: helpers looking for an SOS.
+    pub idle: usize,
+}
+
 /// The words of one wave: `sums` are added, `bits` are or-ed over the ranks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Words {
@@ -103,10 +114,17 @@ impl Words {
         w
     }
 
-    /// Realisations completed and the summed speed (realisations per
-    /// second) of the ranks in these words.
-    pub fn job(&self) -> (u64, f64) {
-        (self.sums[0], self.sums[2] as f64 / 1000.0)
+    /// What the words say of the job: realisations completed, the summed
+    /// speed (realisations per second), and the ranks that own no work
+    /// (idle helpers), of `ranks`.
+    pub fn job(&self, ranks: usize) -> Job {
+        let half = self.bits.len() / 2;
+        let busy: u32 = self.bits[half..].iter().map(|w| w.count_ones()).sum();
+        Job {
+            completed: self.sums[0],
+            speed: self.sums[2] as f64 / 1000.0,
+            idle: ranks.saturating_sub(busy as usize),
+        }
     }
 
     /// Add the words of other ranks (the reduction, done locally).
@@ -277,6 +295,21 @@ mod tests {
             completed,
             ..Status::default()
         }
+    }
+
+    #[test]
+    fn a_wave_tells_the_job_its_speed_and_idle_ranks_beyond_64() {
+        let n = 130;
+        let mut s = vec![busy(2); n];
+        for r in [0, 64, 65, 129] {
+            s[r] = idle(1);
+        }
+        s[3].speed_milli = 1500;
+        s[100].speed_milli = 2500;
+        let job = wave(&s).job(n);
+        assert_eq!(job.completed, 2 * 126 + 4);
+        assert_eq!(job.speed, 4.0);
+        assert_eq!(job.idle, 4);
     }
 
     #[test]
