@@ -571,6 +571,7 @@ impl Balancer {
             failed: self.end.failure.is_some(),
             stop: self.end.stop,
             speed_milli: (self.rank.speed() * 1000.0).round() as u64,
+            sos_open: self.rank.sos_open(),
         }
     }
 

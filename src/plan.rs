@@ -173,6 +173,10 @@ pub struct ShareInput {
     /// one): they take their shares one after the other, each holding the
     /// owner's lock for a steal, so the common end lies that much later.
     pub helpers: f64,
+    /// Seconds of its own work the helper computes before the share (a
+    /// rank that looks ahead while it still computes): the share ends at
+    /// the common end all the same.
+    pub busy_for: f64,
 }
 
 /// The number of ids a helper takes; zero means "do not take".
@@ -222,7 +226,7 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         if r / vj > 3.0 * s.steal_cost {
             end = end.max(5.0 * s.steal_cost);
         }
-        (vh * (end - s.steal_cost)).max(0.0)
+        (vh * (end - s.steal_cost - s.busy_for.max(0.0))).max(0.0)
     };
     (k.round() as u64).min(s.available)
 }
@@ -363,6 +367,7 @@ mod tests {
             job_left: f64::INFINITY,
             steal_cost: 0.0,
             helpers: 1.0,
+            busy_for: 0.0,
         }
     }
 

@@ -237,10 +237,14 @@ pub struct Rank {
     last_look: f64,
     /// When a lease extension last wrote fresh figures into the open SOS.
     extended_at: f64,
+    /// When the rank last looked ahead for its next share.
+    looked_ahead: f64,
     /// The job's forecast end, from the last termination wave.
     job_end: f64,
     /// Ranks without work at the last termination wave.
     idle_ranks: usize,
+    /// Open SOS at the last termination wave.
+    open_sos: u64,
     /// The chunk being computed and when it was handed out.
     out: Option<(f64, Range<u64>)>,
     progress: IdSet,
@@ -274,8 +278,10 @@ impl Rank {
             storage_cost: 0.0,
             last_look: f64::NEG_INFINITY,
             extended_at: f64::NEG_INFINITY,
+            looked_ahead: f64::NEG_INFINITY,
             job_end: f64::INFINITY,
             idle_ranks: 0,
+            open_sos: 0,
             speed: Speed::new(params.speed_window),
             horizon: f64::INFINITY,
             next_check: params.check_interval,
@@ -364,6 +370,7 @@ impl Rank {
             self.job_end = now + self.total.saturating_sub(job.completed) as f64 / job.speed;
         }
         self.idle_ranks = job.idle;
+        self.open_sos = job.open;
     }
 
     /// The number of realisations of the run.
@@ -448,7 +455,7 @@ impl Rank {
                     until: f64::INFINITY,
                 });
             }
-            match self.help(now, board)? {
+            match self.help(now, 0.0, board)? {
                 Some(until) => return Ok(Step::Idle { until }),
                 None => continue,
             }
@@ -585,8 +592,26 @@ impl Rank {
             (true, Some(_)) if now < self.extended_at + self.interval() => Ok(()),
             (true, Some(seq)) => self.refresh(seq, now, v, tau, board),
             (false, Some(seq)) => self.withdraw(seq, tau, board),
+            // About to run out of work: take the next share now, so that
+            // the wait for a busy SOS lock and the steal's file time pass
+            // while this rank still computes.
+            (false, None)
+                if remaining > 0
+                    && self.open_sos > 0
+                    && tau - now < self.look_ahead()
+                    && now >= self.looked_ahead + self.interval() =>
+            {
+                self.looked_ahead = now;
+                self.help(now, tau - now, board).map(drop)
+            }
             (false, None) => Ok(()),
         }
+    }
+
+    /// Seconds of own work left at which a rank looks for its next share:
+    /// four consultations of the board (none on fast storage).
+    fn look_ahead(&self) -> f64 {
+        4.0 * self.storage_cost
     }
 
     /// Open an SOS offering all but one lease of the quota.
@@ -902,8 +927,17 @@ impl Rank {
     /// takes from an SOS only once it has been open, and this helper idle,
     /// for `d·grace` seconds: nearer helpers go first, and remote help still
     /// comes when no near helper is free.
-    fn help(&mut self, now: f64, board: &mut dyn Board) -> Result<Option<f64>> {
-        let idle_since = *self.idle_since.get_or_insert(now);
+    ///
+    /// A rank with `busy_for` seconds of own work left looks ahead: it
+    /// takes a share to compute after that work, from a near SOS only (a
+    /// far one waits for its grace from now), and does not wait for busy
+    /// locks.
+    fn help(&mut self, now: f64, busy_for: f64, board: &mut dyn Board) -> Result<Option<f64>> {
+        let idle_since = if busy_for > 0.0 {
+            now
+        } else {
+            *self.idle_since.get_or_insert(now)
+        };
         // On slow storage a look at the index is dear, and a rank inside one
         // cannot progress the termination waves: look at most every four
         // storage costs (a watcher still wakes the rank at once).
@@ -959,7 +993,7 @@ impl Rank {
                 wake = now;
                 break;
             }
-            match self.steal(entry.rank, now, helpers, board) {
+            match self.steal(entry.rank, now, (helpers, busy_for), board) {
                 Steal::Success(seq, ids) => {
                     self.busy_backoff = 0.0;
                     self.report.taken += ids.len();
@@ -968,7 +1002,7 @@ impl Rank {
                         seq,
                         ids: ids.clone(),
                     });
-                    self.lease = ids;
+                    self.lease.extend(&ids);
                     self.idle_since = None;
                     return Ok(None);
                 }
@@ -979,7 +1013,9 @@ impl Rank {
                     self.empty.push((entry.rank, entry.seq, until));
                 }
                 // Nothing to take until the owner's next look at its SOS,
-                // about one interval away.
+                // about one interval away (looking ahead, the share may
+                // only be too small yet).
+                Steal::Empty if busy_for > 0.0 => {}
                 Steal::Empty => {
                     budget -= self.storage_cost;
                     let until = now + self.interval();
@@ -999,7 +1035,11 @@ impl Rank {
     }
 
     /// Take a share of the tail of `owner`'s open SOS and append an AID record.
-    fn steal(&mut self, owner: usize, now: f64, helpers: f64, board: &mut dyn Board) -> Steal {
+    ///
+    /// `queue`: the helpers the SOS may expect, and the seconds of own work
+    /// this helper has before it starts on the share.
+    fn steal(&mut self, owner: usize, now: f64, queue: (f64, f64), board: &mut dyn Board) -> Steal {
+        let (helpers, busy_for) = queue;
         let vh = self.speed.get();
         let (me, policy) = (self.me, self.params.help_policy);
         let (job_end, steal_cost) = (self.job_end, self.storage_cost);
@@ -1026,6 +1066,7 @@ impl Rank {
                     job_left: job_end - now,
                     steal_cost,
                     helpers,
+                    busy_for,
                 },
             );
             if k == 0 {

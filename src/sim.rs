@@ -188,6 +188,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 completed,
                 speed: ranks.iter().map(Rank::speed).sum(),
                 idle: ranks.iter().filter(|r| !r.owns_work()).count(),
+                open: ranks.iter().filter(|r| r.sos_open()).count() as u64,
             };
             for rank in &mut ranks {
                 rank.observe_job(now, job);

@@ -28,6 +28,8 @@ pub struct Status {
     /// The rank's speed in thousandths of a realisation per second (summed
     /// over the ranks, it dates the job's forecast end).
     pub speed_milli: u64,
+    /// An SOS of this rank is open.
+    pub sos_open: bool,
 }
 
 impl Status {
@@ -44,6 +46,7 @@ impl Status {
             stop: flags & 2 != 0,
             busy: flags & 4 != 0,
             speed_milli: 0,
+            sos_open: false,
         }
     }
 }
@@ -79,13 +82,16 @@ pub struct Job {
     pub speed: f64,
     /// Ranks that own no work: helpers looking for an SOS.
     pub idle: usize,
+    /// Open SOS.
+    pub open: u64,
 }
 
 /// The words of one wave: `sums` are added, `bits` are or-ed over the ranks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Words {
-    /// `[completed, stop requests, speed in thousandths of a realisation per second]`.
-    pub sums: [u64; 3],
+    /// `[completed, stop requests, speed in thousandths of a realisation
+    /// per second, open SOS]`.
+    pub sums: [u64; 4],
     /// Bitmap of failed ranks, then bitmap of busy ranks, `⌈P/64⌉` words each.
     pub bits: Vec<u64>,
 }
@@ -94,7 +100,7 @@ impl Words {
     /// Words of no rank (the identity of the reduction).
     pub fn zero(ranks: usize) -> Words {
         Words {
-            sums: [0; 3],
+            sums: [0; 4],
             bits: vec![0; 2 * ranks.div_ceil(64)],
         }
     }
@@ -102,7 +108,12 @@ impl Words {
     /// The contribution of rank `me` of `ranks`.
     pub fn of(status: &Status, me: usize, ranks: usize) -> Words {
         let mut w = Words::zero(ranks);
-        w.sums = [status.completed, status.stop as u64, status.speed_milli];
+        w.sums = [
+            status.completed,
+            status.stop as u64,
+            status.speed_milli,
+            status.sos_open as u64,
+        ];
         let half = ranks.div_ceil(64);
         let bit = 1u64 << (me % 64);
         if status.failed {
@@ -124,6 +135,7 @@ impl Words {
             completed: self.sums[0],
             speed: self.sums[2] as f64 / 1000.0,
             idle: ranks.saturating_sub(busy as usize),
+            open: self.sums[3],
         }
     }
 
@@ -173,7 +185,7 @@ impl Judge {
         let half = self.ranks.div_ceil(64);
         let failed = ranks_in(&w.bits[..half.min(w.bits.len())], self.ranks);
         self.busy = ranks_in(w.bits.get(half..).unwrap_or_default(), self.ranks);
-        let [completed, stops, _] = w.sums;
+        let [completed, stops, ..] = w.sums;
         if let Some(&first) = failed.first() {
             return Some(Verdict::Failed {
                 first,
@@ -306,7 +318,9 @@ mod tests {
         }
         s[3].speed_milli = 1500;
         s[100].speed_milli = 2500;
+        s[7].sos_open = true;
         let job = wave(&s).job(n);
+        assert_eq!(job.open, 1);
         assert_eq!(job.completed, 2 * 126 + 4);
         assert_eq!(job.speed, 4.0);
         assert_eq!(job.idle, 4);

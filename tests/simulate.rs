@@ -232,6 +232,32 @@ fn slow_storage_still_pays_and_loses_nothing() {
     }
 }
 
+/// On slow storage a rank about to run out of work takes its next share
+/// while it still computes its own: a check that finds own ids left (its
+/// progress line says how many) takes ids from an SOS at once.
+#[test]
+fn on_slow_storage_helpers_take_their_next_share_before_they_run_dry() {
+    let s = Scenario::from_file(&Scenario::path_of("step16")).unwrap();
+    let opts = Options {
+        storage_delay: 0.05,
+        ..Options::default()
+    };
+    let out = sim::simulate(&s, &params(Mode::Full, HelpPolicy::Balanced), &opts).unwrap();
+    assert_exactly_once(&out);
+    let ahead = out
+        .events
+        .iter()
+        .flat_map(|events| events.windows(2))
+        .filter(|w| match (&w[0], &w[1]) {
+            ((t0, Event::Progress { remaining, .. }), (t1, Event::AidGiven { .. })) => {
+                t0 == t1 && *remaining > 0
+            }
+            _ => false,
+        })
+        .count();
+    assert!(ahead > 0, "no helper looked ahead");
+}
+
 /// A step slowdown after the warm-up opens SOS files that helpers serve.
 #[test]
 fn a_rank_that_becomes_slow_gets_help() {
