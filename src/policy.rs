@@ -579,7 +579,10 @@ impl Rank {
             .late_threshold
             .max(4.0 * self.storage_cost)
             .max(upkeep);
-        let late = tau - self.horizon >= threshold;
+        // Late against the horizon, or against the job's forecast end when
+        // that came earlier (the others are faster than planned): then the
+        // rank's last realisations would keep idle ranks waiting.
+        let late = tau - self.horizon.min(self.job_end) >= threshold;
         // An open SOS is consulted at most once per interval: a check
         // itself is free, a look at the board is not.
         if self.sos.is_some() && now < self.last_look + self.interval() {
