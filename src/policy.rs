@@ -520,16 +520,23 @@ impl Rank {
 
     /// The lease size: ids of work for one interval at the current speed,
     /// but no more than the rank can compute by the job's forecast end
-    /// (then the ids wait in the SOS tail for idle helpers; a forecast end
-    /// already past is stale and caps nothing), and at least four
-    /// consultations of the board's worth.
+    /// (then the ids wait in the SOS tail for idle helpers; see
+    /// [`Rank::job_left`]), and at least four consultations of the board's
+    /// worth.
     fn lease_len(&self, now: f64) -> u64 {
-        let mut seconds = self.interval();
-        let left = self.job_end - now;
-        if left > 0.0 {
-            seconds = seconds.min(left.max(4.0 * self.storage_cost));
-        }
+        let left = self.job_left(now).max(4.0 * self.storage_cost);
+        let seconds = self.interval().min(left);
         ((self.speed.get() * seconds).ceil() as u64).max(1)
+    }
+
+    /// Seconds to the job's forecast end (infinite before the first wave).
+    /// A forecast end already past means the job is behind its forecast
+    /// and near its end, not that nothing is left: half a check interval
+    /// (the waves' period) at least. Without this floor, shares and leases
+    /// went uncapped just when the last realisations were handed out
+    /// (the simulator at 1,024 ranks: efficiency 0.881, with it 0.922).
+    fn job_left(&self, now: f64) -> f64 {
+        (self.job_end - now).max(0.5 * self.params.check_interval)
     }
 
     /// Seconds between checks, and of work per lease: the configured
@@ -1045,7 +1052,7 @@ impl Rank {
         let (helpers, busy_for) = queue;
         let vh = self.speed.get();
         let (me, policy) = (self.me, self.params.help_policy);
-        let (job_end, steal_cost) = (self.job_end, self.storage_cost);
+        let (job_left, steal_cost) = (self.job_left(now), self.storage_cost);
         let mut taken = None;
         let r = board.with_sos(owner, Access::Try, &mut |s| {
             let SosState::Open(p) = &mut s.state else {
@@ -1066,7 +1073,7 @@ impl Rank {
                     helper_speed: vh,
                     others,
                     available: p.tail.len(),
-                    job_left: job_end - now,
+                    job_left,
                     steal_cost,
                     helpers,
                     busy_for,
