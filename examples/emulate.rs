@@ -31,7 +31,7 @@
 //! prints its result line, with `error=<code>`, and exits with status 1.
 
 use mpi::traits::*;
-use soslb::config::{Config, Mode};
+use soslb::config::{Config, Grid, Hosts, Mode, Sites};
 use soslb::scenario::Scenario;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -151,6 +151,9 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Failure> {
     }
     let mut config = Config::load(args.config.as_deref()).map_err(|e| e.to_string())?;
     config.mode = args.mode;
+    if let Some(layout) = &scenario.layout {
+        lay_out(&mut config, layout);
+    }
     let mut failed = None;
     for _ in 0..args.loops {
         if let Err(e) = run_once(world, &args, &scenario, config.clone()) {
@@ -158,6 +161,20 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Failure> {
         }
     }
     failed.map_or(Ok(()), Err)
+}
+
+/// The scenario's emulated grid: virtual hosts and sites for the library
+/// (unless `SOSLB_HOSTS` or `SOSLB_SITES` say otherwise: `SOSLB_HOSTS=Real
+/// SOSLB_SITES=Single` runs flat on the same grid), and the slower path to
+/// farther SOS files whatever the library knows of the grid.
+fn lay_out(config: &mut Config, layout: &Grid) {
+    if std::env::var_os("SOSLB_HOSTS").is_none() {
+        config.hosts = Hosts::Virtual(layout.ranks_per_host);
+    }
+    if std::env::var_os("SOSLB_SITES").is_none() {
+        config.sites = Sites::Virtual(layout.hosts_per_site);
+    }
+    config.emulate_grid = Some(layout.clone());
 }
 
 /// One balanced loop over the scenario: init, next..., finalize, result line.
@@ -291,15 +308,25 @@ fn run_once(
             );
         }
         let ideal = scenario.ideal(ranks);
+        let mut help = [0u64; 3];
+        for rep in summary.iter().flat_map(|s| s.ranks.iter()) {
+            for (h, g) in help.iter_mut().zip(rep.given_to) {
+                *h += g;
+            }
+        }
         println!(
             "result: scenario={} mode={} ranks={ranks} realisations={} missing={missing} duplicates={duplicates} \
-             makespan_s={makespan:.2} ideal_s={ideal:.2} efficiency={:.3} count={} error={}",
+             makespan_s={makespan:.2} ideal_s={ideal:.2} efficiency={:.3} count={} error={} \
+             help_d0={} help_d1={} help_d2={}",
             scenario.name,
             format!("{:?}", args.mode).to_lowercase(),
             scenario.realisations,
             ideal / makespan,
             summary.as_ref().map_or(0, |s| s.count),
             error.as_ref().map_or(0, |e| e.code()),
+            help[0],
+            help[1],
+            help[2],
         );
     } else {
         root.gather_into(&count);

@@ -9,12 +9,15 @@
 #                                    (log-normal), pareto16, bimodal16
 #   scripts/bench.sh wide [MODE...]  wide jobs: wide32, wide64 (fluctuations
 #                                    every 1 s and 0.5 s)
+#   scripts/bench.sh sites [MODE...] two sites of two hosts of four ranks:
+#                                    sites16, sites16-one, with the hierarchy
+#                                    and flat (SOSLB_HOSTS=Real SOSLB_SITES=Single)
 #   scripts/bench.sh next            the fast path of next: ns per call
 #   scripts/bench.sh sim RANKS [MODE] the simulator (one core, virtual clock):
 #                                    fluct16's speeds on RANKS ranks, 16 per
 #                                    virtual host, Z = 375 RANKS
 . "$(dirname "$0")/setup.sh"
-usage="usage: scripts/bench.sh SCENARIO static|warmup|full | all|tail|wide [MODE...] | next | sim RANKS [MODE]"
+usage="usage: scripts/bench.sh SCENARIO static|warmup|full | all|tail|wide|sites [MODE...] | next | sim RANKS [MODE]"
 cargo build --release --examples
 
 run() {
@@ -55,6 +58,10 @@ case "${1:-}" in
     all) shift; group "hetero16 fluct16 step16" "$@" ;;
     tail) shift; group "tail16 pareto16 bimodal16" "$@" ;;
     wide) shift; group "wide32 wide64" "$@" ;;
+    sites) shift
+        group "sites16 sites16-one" "${@:-full}"
+        echo "flat:"
+        SOSLB_HOSTS=Real SOSLB_SITES=Single group "sites16 sites16-one" "${@:-full}" ;;
     "") echo "$usage" >&2; exit 2 ;;
     *) [ $# -eq 2 ] || { echo "$usage" >&2; exit 2; }; run "$1" "$2" ;;
 esac

@@ -217,7 +217,14 @@ impl Balancer {
             };
             let delay = Duration::from_secs_f64(config.storage_delay);
             let wait = Duration::from_secs_f64(config.wait_warning);
-            Ok((board.with_delay(delay).with_wait_warning(wait), monitor))
+            let delay_to = match &config.emulate_grid {
+                Some(g) => (0..comm.size())
+                    .map(|r| Duration::from_secs_f64(g.distance(me, r) as f64 * g.distance_delay))
+                    .collect(),
+                None => Vec::new(),
+            };
+            let board = board.with_delay(delay).with_delays_to(delay_to);
+            Ok((board.with_wait_warning(wait), monitor))
         });
         let (mut board, mut monitor) = comm.agree(joined)?;
         let discovery = if config.mode == Mode::Full {
@@ -873,6 +880,9 @@ impl Balancer {
             self.observables.count(),
             audit.sum,
             audit.sum_sq,
+            mine.given_to[0],
+            mine.given_to[1],
+            mine.given_to[2],
         ];
         let all = self.comm.all_gather(&words);
         let rows: Vec<&[u64]> = all.chunks_exact(words.len()).collect();
@@ -890,6 +900,7 @@ impl Balancer {
                 given: w[6],
                 sos_posted: w[7],
                 errors: w[8],
+                given_to: [w[13], w[14], w[15]],
             })
             .collect();
         let mut total_audit = Audit::default();

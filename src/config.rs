@@ -60,6 +60,49 @@ pub enum OnDeadline {
     Stop,
 }
 
+/// An emulated grid: consecutive ranks share a host, consecutive hosts a
+/// site, and signal-file operations on a far rank's SOS file are slower.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grid {
+    /// Ranks per host.
+    pub ranks_per_host: usize,
+    /// Hosts per site.
+    pub hosts_per_site: usize,
+    /// Extra seconds per operation on an SOS file at distance `d` (1: same
+    /// site, 2: another site): `d · distance_delay`.
+    pub distance_delay: f64,
+}
+
+impl Grid {
+    /// 0 same host, 1 same site, 2 elsewhere, as laid out.
+    pub fn distance(&self, a: usize, b: usize) -> u8 {
+        let host = |r: usize| r / self.ranks_per_host;
+        let site = |r: usize| host(r) / self.hosts_per_site;
+        if host(a) == host(b) {
+            0
+        } else if site(a) == site(b) {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// What is wrong with these numbers, if anything.
+    pub fn invalid(&self) -> Option<String> {
+        let ok = self.ranks_per_host > 0
+            && self.hosts_per_site > 0
+            && self.distance_delay.is_finite()
+            && self.distance_delay >= 0.0;
+        (!ok).then(|| {
+            format!(
+                "{self:?}: ranks per host and hosts per site must be positive, the distance \
+                 delay zero or more seconds"
+            )
+        })
+    }
+}
+
 /// Where ranks are, for the helpers' preference of nearby SOS (DESIGN §7).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub enum Hosts {
@@ -157,6 +200,9 @@ pub struct Config {
     pub summary: bool,
     /// Testing: seconds of delay injected before every signal-file operation.
     pub storage_delay: f64,
+    /// Testing: an emulated grid on one machine, whose far SOS files are
+    /// slower to reach (the emulator sets it from a scenario's `layout`).
+    pub emulate_grid: Option<Grid>,
     /// Keep every file of the run directory after a clean finalize (default
     /// false: the signal files are removed, the monitor logs kept).
     pub keep: bool,
@@ -196,6 +242,7 @@ impl Default for Config {
             log: true,
             summary: false,
             storage_delay: 0.0,
+            emulate_grid: None,
             keep: false,
             wait_warning: 10.0,
             progress: 5.0,
@@ -248,6 +295,7 @@ fields!(
     log,
     summary,
     storage_delay,
+    emulate_grid,
     keep,
     wait_warning,
     progress,
@@ -414,6 +462,9 @@ impl Config {
                 format!("entry {i} is {v}: factors are in (0, 1]"),
             );
         }
+        if let Some(why) = self.emulate_grid.as_ref().and_then(Grid::invalid) {
+            return bad("emulate_grid", why);
+        }
         for (field, name) in [("job_id", &self.job_id), ("job_name", &self.job_name)] {
             if let Some(id) = name
                 && (id.is_empty() || id.contains(['/', '\\']) || id == "." || id == "..")
@@ -492,7 +543,29 @@ mod tests {
         let c: Config = ron_options().from_str("()").unwrap();
         assert_eq!(c, Config::default());
         c.validate("test").unwrap();
-        assert_eq!(FIELDS.len(), 27);
+        assert_eq!(FIELDS.len(), 28);
+    }
+
+    #[test]
+    fn an_emulated_grid_is_checked_and_set_from_the_environment() {
+        let mut c = Config::default();
+        c.apply_env(env(&[(
+            "SOSLB_EMULATE_GRID",
+            "(ranks_per_host: 4, hosts_per_site: 2, distance_delay: 0.02)",
+        )]))
+        .unwrap();
+        assert_eq!(c.emulate_grid.as_ref().map(|g| g.distance(0, 9)), Some(2));
+        let e = c
+            .apply_env(env(&[(
+                "SOSLB_EMULATE_GRID",
+                "(ranks_per_host: 0, hosts_per_site: 2, distance_delay: 0.02)",
+            )]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("emulate_grid") && e.contains("ranks per host"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -58,7 +58,7 @@
 //! use soslb::{config::Config, policy::Params, scenario::{Factor, Scenario}, sim};
 //! let scenario = Scenario {
 //!     name: "two speeds".into(), ranks: 8, realisations: 2000, base: 0.01,
-//!     speed: vec![Factor::Classes(vec![1.0, 0.25], 4)], cost: None,
+//!     speed: vec![Factor::Classes(vec![1.0, 0.25], 4)], cost: None, layout: None,
 //! };
 //! let out = sim::simulate(&scenario, &Params::from(&Config::default()), &sim::Options::default())?;
 //! assert!(out.counts.iter().all(|&c| c == 1));       // every id exactly once

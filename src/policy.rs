@@ -164,6 +164,8 @@ pub struct RankReport {
     pub taken: u64,
     /// Ids others took from this rank's SOS.
     pub given: u64,
+    /// The same, by the helper's distance: same host, same site, elsewhere.
+    pub given_to: [u64; 3],
     /// SOS posted.
     pub sos_posted: u64,
     /// Signal-file errors recovered from.
@@ -722,6 +724,11 @@ impl Rank {
         self.seen_aids += new_aids.len();
         for aid in new_aids {
             self.report.given += aid.ids.len();
+            // (A helper number comes from a file: no rank beyond the job's.)
+            if aid.helper < self.topology.ranks() {
+                let d = self.topology.distance(self.me, aid.helper).min(2);
+                self.report.given_to[d as usize] += aid.ids.len();
+            }
             self.events.push(Event::AidReceived { seq, aid });
         }
         Ok(out.map_or(Own::Lost, Own::Open))

@@ -18,6 +18,7 @@
 //! `cost: LogNormal(sigma: 1.0, seed: 7)`: then it is drawn from the id
 //! alone, so that a realisation costs the same on every rank and in every mode.
 
+use crate::config::Grid;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -200,6 +201,9 @@ pub struct Scenario {
     /// The distribution of the realisations' cost factors (default: all 1).
     #[serde(default)]
     pub cost: Option<Cost>,
+    /// The emulated grid the ranks run on (default: one host).
+    #[serde(default)]
+    pub layout: Option<Grid>,
 }
 
 impl Scenario {
@@ -257,6 +261,9 @@ impl Scenario {
         }
         if let Some(why) = s.cost.as_ref().and_then(Cost::invalid) {
             return bad(&why);
+        }
+        if let Some(why) = s.layout.as_ref().and_then(Grid::invalid) {
+            return bad(&format!("layout: {why}"));
         }
         Ok(s)
     }
@@ -316,6 +323,29 @@ mod tests {
         let path =
             Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/scenarios/{name}.ron"));
         Scenario::from_file(&path).unwrap()
+    }
+
+    #[test]
+    fn a_layout_lays_ranks_on_hosts_and_sites() {
+        let text = "(name: \"g\", ranks: 16, realisations: 10, base: 0.01, speed: [], \
+                    layout: (ranks_per_host: 4, hosts_per_site: 2, distance_delay: 0.02))";
+        let dir = std::env::temp_dir().join(format!("soslb-layout-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("g.ron");
+        std::fs::write(&path, text).unwrap();
+        let g = Scenario::from_file(&path).unwrap().layout.unwrap();
+        assert_eq!(
+            [g.distance(5, 6), g.distance(5, 1), g.distance(5, 12)],
+            [0, 1, 2]
+        );
+        std::fs::write(
+            &path,
+            text.replace("hosts_per_site: 2", "hosts_per_site: 0"),
+        )
+        .unwrap();
+        let e = Scenario::from_file(&path).unwrap_err().to_string();
+        assert!(e.contains("layout") && e.contains("hosts per site"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -529,6 +559,7 @@ mod tests {
             base: 0.1,
             speed: vec![Factor::Classes(vec![1.0, 0.5], 1)],
             cost: None,
+            layout: None,
         };
         assert!((s.ideal(2) - 200.0).abs() < 1e-9);
         s.cost = Some(Cost::Pareto {

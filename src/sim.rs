@@ -7,7 +7,7 @@
 //! use soslb::{policy::Params, config::Config, scenario::{Scenario, Factor}, sim};
 //! let scenario = Scenario {
 //!     name: "two classes".into(), ranks: 4, realisations: 400, base: 0.01,
-//!     speed: vec![Factor::Classes(vec![1.0, 0.25], 2)], cost: None,
+//!     speed: vec![Factor::Classes(vec![1.0, 0.25], 2)], cost: None, layout: None,
 //! };
 //! let out = sim::simulate(&scenario, &Params::from(&Config::default()), &sim::Options::default()).unwrap();
 //! assert!(out.counts.iter().all(|&c| c == 1));   // every id computed exactly once

@@ -224,6 +224,32 @@ fn fifteen_helpers_race_for_one_sos() {
     assert!(distinct.len() >= 3, "only {distinct:?} helped rank 0");
 }
 
+/// Two sites of two hosts of four ranks, far SOS files slower to reach
+/// (issue 11): every id once, help crosses to where it must, and for one
+/// slow rank most help comes from its own site.
+#[test]
+fn emulated_sites_compute_every_id_once_and_help_from_near_first() {
+    let help = |run: &Run| [0, 1, 2].map(|d| run.result(&format!("help_d{d}")));
+    let all = emulate("sites16s", "full", &[]);
+    all.assert_exactly_once(4000);
+    let [d0, d1, d2] = help(&all);
+    println!(
+        "sites16s: {} help d0 {d0} d1 {d1} d2 {d2}",
+        all.result("efficiency")
+    );
+    // Host 1 is slow: help must come from the other hosts.
+    assert!(d1 + d2 > 0.0, "{}", all.result);
+    let one = emulate("sites16s-one", "full", &[]);
+    one.assert_exactly_once(4000);
+    let [d0, d1, d2] = help(&one);
+    println!(
+        "sites16s-one: {} help d0 {d0} d1 {d1} d2 {d2}",
+        one.result("efficiency")
+    );
+    assert!(d0 + d1 > 0.0, "{}", one.result);
+    assert!(d0 + d1 >= d2, "more help from the far site: {}", one.result);
+}
+
 #[test]
 fn slow_storage_keeps_every_id_once() {
     let run = emulate("slow3", "full", &[("SOSLB_STORAGE_DELAY", "0.003")]);

@@ -65,6 +65,7 @@ fn scenario(
         base: 0.01,
         speed,
         cost: None,
+        layout: None,
     }
 }
 

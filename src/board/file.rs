@@ -789,6 +789,8 @@ pub struct FileBoard {
     takes: Vec<Take>,
     /// The journal's own meter (it is written while an SOS file is locked).
     journal_meter: Meter,
+    /// Extra delay per operation on each rank's SOS file ([`FileBoard::with_delays_to`]).
+    delay_to: Vec<Duration>,
 }
 
 impl FileBoard {
@@ -837,6 +839,7 @@ impl FileBoard {
             sos,
             index,
             journal_meter: meter.clone(),
+            delay_to: Vec::new(),
             meter,
             warnings: Warnings::new(rank),
             journal,
@@ -848,6 +851,13 @@ impl FileBoard {
     pub fn with_delay(mut self, d: Duration) -> Self {
         self.meter.delay = d;
         self.journal_meter.delay = d;
+        self
+    }
+
+    /// Sleep `extra[r]` more before every operation on the SOS file of rank
+    /// `r`: a slower path to another site's storage, for tests.
+    pub fn with_delays_to(mut self, extra: Vec<Duration>) -> Self {
+        self.delay_to = extra;
         self
     }
 
@@ -955,6 +965,8 @@ impl Board for FileBoard {
         let mut changed_rank = None;
         let mut journal_error = None;
         let journaled = takes.len();
+        let extra = self.delay_to.get(rank).copied().unwrap_or_default();
+        meter.delay += extra;
         let locked = signal.update(
             meter,
             access,
@@ -984,6 +996,7 @@ impl Board for FileBoard {
                 }
             },
         );
+        meter.delay -= extra;
         // Takes journaled for a record that was then not written (the file
         // was found replaced, the write failed) did not happen: the journal
         // must not say they did, or a recovery would drop those ids.
