@@ -88,13 +88,22 @@ fn run() -> Result<String, String> {
     ))
 }
 
-/// The plan, SOS and AID events of every rank, in time order, on stderr.
+/// The progress, plan, SOS and AID events of every rank, in time order, on stderr.
 fn print_trace(events: &[Vec<(f64, Event)>]) {
     let mut all: Vec<(f64, usize, String)> = Vec::new();
     for (rank, list) in events.iter().enumerate() {
         for (t, e) in list {
             let text = match e {
-                Event::Progress { .. } => continue,
+                Event::Progress {
+                    ids,
+                    remaining,
+                    speed,
+                    forecast,
+                    ..
+                } => format!(
+                    "progress ids={} remaining={remaining} speed={speed:.1} forecast={forecast:.2}",
+                    ids.len()
+                ),
                 Event::Plan {
                     quota,
                     horizon,

@@ -579,6 +579,7 @@ impl Balancer {
             stop: self.end.stop,
             speed_milli: (self.rank.speed() * 1000.0).round() as u64,
             sos_open: self.rank.sos_open(),
+            free: self.rank.is_free(),
         }
     }
 
@@ -598,7 +599,7 @@ impl Balancer {
                 return false;
             };
             let verdict = self.end.judge.judge(words);
-            let job = words.job(self.rank.topology().ranks());
+            let job = words.job(self.rank.topology());
             let completed = job.completed;
             self.rank.observe_job(now, job);
             self.show_progress(now, completed, verdict.is_some());

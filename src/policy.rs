@@ -14,9 +14,10 @@ use crate::error::{Error, Result};
 use crate::ids::IdSet;
 use crate::plan::{HelpPolicy, ShareInput, WarmupReport, initial_block, rescale, share};
 use crate::speed::{Speed, forecast};
-use crate::topology::Topology;
+use crate::topology::{IdleMap, Topology};
 use crate::verdict::{Audit, Job};
 use std::ops::Range;
+use std::sync::Arc;
 
 /// The numbers of the config the state machine uses.
 #[derive(Clone, Debug, PartialEq)]
@@ -234,6 +235,12 @@ pub struct Rank {
     audit: Audit,
     /// Seconds one consultation of the board takes (measured by the shell).
     storage_cost: f64,
+    /// Seconds one locked look at the record of a rank at distance 0, 1, 2
+    /// takes (0 until measured): another site's storage is slower.
+    look_cost: [f64; 3],
+    /// The farthest distance and the number of locked looks at other
+    /// ranks' records in the current call of [`Rank::next`].
+    looks: (u8, u32),
     /// When a check last consulted the rank's own SOS record (refresh,
     /// withdraw, post; lease extensions are paced by the lease).
     last_look: f64,
@@ -243,8 +250,11 @@ pub struct Rank {
     looked_ahead: f64,
     /// The job's forecast end, from the last termination wave.
     job_end: f64,
-    /// Ranks without work at the last termination wave.
-    idle_ranks: usize,
+    /// Idle ranks, and free ranks per host and site, at the last
+    /// termination wave.
+    idle: Arc<IdleMap>,
+    /// Done with its own quota: a helper since (see [`Rank::is_free`]).
+    free: bool,
     /// Open SOS at the last termination wave.
     open_sos: u64,
     /// The chunk being computed and when it was handed out.
@@ -278,11 +288,14 @@ impl Rank {
             empty: Vec::new(),
             audit: Audit::default(),
             storage_cost: 0.0,
+            look_cost: [0.0; 3],
+            looks: (0, 0),
             last_look: f64::NEG_INFINITY,
             extended_at: f64::NEG_INFINITY,
             looked_ahead: f64::NEG_INFINITY,
             job_end: f64::INFINITY,
-            idle_ranks: 0,
+            idle: Arc::default(),
+            free: false,
             open_sos: 0,
             speed: Speed::new(params.speed_window),
             horizon: f64::INFINITY,
@@ -371,8 +384,21 @@ impl Rank {
         if job.speed > 0.0 {
             self.job_end = now + self.total.saturating_sub(job.completed) as f64 / job.speed;
         }
-        self.idle_ranks = job.idle;
+        self.idle = job.idle;
         self.open_sos = job.open;
+    }
+
+    /// True once the rank has run out of its own quota (it is a helper,
+    /// idle or computing ids taken from others), or will within one grace
+    /// without asking for help: the first helpers of an SOS near it (see
+    /// [`crate::verdict::Status::free`]).
+    pub fn is_free(&self) -> bool {
+        let v = self.speed.get();
+        self.free
+            || (self.phase == Phase::Running
+                && self.sos.is_none()
+                && v > 0.0
+                && self.remaining() as f64 <= v * self.params.grace)
     }
 
     /// The number of realisations of the run.
@@ -420,6 +446,7 @@ impl Rank {
     /// This is the fast path of the library: when no check is due and the
     /// lease is not exhausted it does a few additions and comparisons.
     pub fn next(&mut self, now: f64, board: &mut dyn Board) -> Result<Step> {
+        self.looks = (0, 0);
         if let Some((t0, chunk)) = self.out.take() {
             self.speed.record(now - t0, chunk.end - chunk.start);
             self.audit.add(chunk.clone());
@@ -457,6 +484,7 @@ impl Rank {
                     until: f64::INFINITY,
                 });
             }
+            self.free = true;
             match self.help(now, 0.0, board)? {
                 Some(until) => return Ok(Step::Idle { until }),
                 None => continue,
@@ -552,13 +580,24 @@ impl Rank {
     /// a moving average, the storage cost, paces the looks at the board and
     /// sets the least lateness and tail worth an SOS and the least share
     /// worth a steal.
+    ///
+    /// A call that looked at other ranks' records also measures a look at
+    /// the farthest of them ([`Rank::steal_cost`]).
     pub fn observe_storage(&mut self, seconds: f64) {
+        let average = |c: f64, x: f64| if c == 0.0 { x } else { 0.75 * c + 0.25 * x };
         let seconds = seconds.max(0.0);
-        self.storage_cost = if self.storage_cost == 0.0 {
-            seconds
-        } else {
-            0.75 * self.storage_cost + 0.25 * seconds
-        };
+        self.storage_cost = average(self.storage_cost, seconds);
+        if let (d, n @ 1..) = std::mem::take(&mut self.looks) {
+            let c = &mut self.look_cost[d.min(2) as usize];
+            *c = average(*c, seconds / n as f64);
+        }
+    }
+
+    /// Seconds a steal from the record of a rank at distance `d` costs this
+    /// rank: its storage cost, or more where looks that far were measured
+    /// to take longer.
+    fn steal_cost(&self, d: u8) -> f64 {
+        self.storage_cost.max(self.look_cost[d.min(2) as usize])
     }
 
     /// The periodic check: speed, progress line, and the SOS decisions.
@@ -674,6 +713,7 @@ impl Rank {
             seq,
             forecast: tau,
             opened_at: now,
+            speed: v,
         };
         self.sos = Some(entry.clone());
         self.tail = tail.clone();
@@ -949,6 +989,10 @@ impl Rank {
     /// takes a share to compute after that work, from a near SOS only (a
     /// far one waits for its grace from now), and does not wait for busy
     /// locks.
+    ///
+    /// The grace is skipped when no nearer helper was idle at the last
+    /// termination wave, or when those idle could not finish the owner's
+    /// work within it ([`Rank::nearer_can_close`]).
     fn help(&mut self, now: f64, busy_for: f64, board: &mut dyn Board) -> Result<Option<f64>> {
         let idle_since = if busy_for > 0.0 {
             now
@@ -986,14 +1030,26 @@ impl Rank {
             .map(|e| (self.topology.distance(self.me, e.rank), e))
             .collect();
         candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.forecast.total_cmp(&a.1.forecast)));
-        let helpers = (self.idle_ranks as f64 / candidates.len().max(1) as f64).max(1.0);
+        let helpers = (self.idle.ranks as f64 / candidates.len().max(1) as f64).max(1.0);
         let mut busy = false;
         self.empty.retain(|e| e.2 > now);
         // Locked looks cost storage time: a call makes looks that found
         // nothing worth about a poll interval, then comes back at once.
         let mut budget = self.params.poll_interval;
         for (d, entry) in candidates {
-            let ready_at = entry.opened_at.max(idle_since) + d as f64 * self.params.grace;
+            // Open SOS as near the owner as the nearer helpers are.
+            let open = || {
+                (index.entries.iter())
+                    .filter(|e| e.rank < self.topology.ranks())
+                    .filter(|e| self.topology.distance(e.rank, entry.rank) < d)
+                    .count()
+            };
+            let grace = if d > 0 && self.nearer_can_close(entry, d, open()) {
+                d as f64 * self.params.grace
+            } else {
+                0.0
+            };
+            let ready_at = entry.opened_at.max(idle_since) + grace;
             if now < ready_at {
                 wake = wake.min(ready_at);
                 continue;
@@ -1010,6 +1066,7 @@ impl Rank {
                 wake = now;
                 break;
             }
+            self.looks = (self.looks.0.max(d), self.looks.1 + 1);
             match self.steal(entry.rank, now, (helpers, busy_for), board) {
                 Steal::Success(seq, ids) => {
                     self.busy_backoff = 0.0;
@@ -1034,7 +1091,7 @@ impl Rank {
                 // only be too small yet).
                 Steal::Empty if busy_for > 0.0 => {}
                 Steal::Empty => {
-                    budget -= self.storage_cost;
+                    budget -= self.steal_cost(d);
                     let until = now + self.interval();
                     self.empty.push((entry.rank, entry.seq, until));
                 }
@@ -1051,6 +1108,27 @@ impl Rank {
         Ok(Some(wake))
     }
 
+    /// Whether the helpers idle at the last wave that are nearer than `d` to
+    /// the owner of `entry` (a far helper's grace is their head start) can
+    /// finish the owner's work, with the owner, within that grace, if they
+    /// are as fast as this rank and share themselves among the `open` SOS
+    /// near them. If not, or if none is idle, a far helper need not wait:
+    /// its help comes when it still shortens the job.
+    fn nearer_can_close(&self, entry: &OpenEntry, d: u8, open: usize) -> bool {
+        let near = self.topology.free_nearer(&self.idle, entry.rank, d) as f64;
+        if near == 0.0 {
+            return false;
+        }
+        let (vo, vh) = (entry.speed, self.speed.get());
+        if vo <= 0.0 || vh <= 0.0 {
+            return true;
+        }
+        // The owner's work when it posted (the index tells no more): high,
+        // in favour of help.
+        let work = (entry.forecast - entry.opened_at).max(0.0) * vo;
+        work / (vo + near / open.max(1) as f64 * vh) <= d as f64 * self.params.grace
+    }
+
     /// Take a share of the tail of `owner`'s open SOS and append an AID record.
     ///
     /// `queue`: the helpers the SOS may expect, and the seconds of own work
@@ -1059,7 +1137,8 @@ impl Rank {
         let (helpers, busy_for) = queue;
         let vh = self.speed.get();
         let (me, policy) = (self.me, self.params.help_policy);
-        let (job_left, steal_cost) = (self.job_left(now), self.storage_cost);
+        let d = self.topology.distance(me, owner);
+        let (job_left, steal_cost) = (self.job_left(now), self.steal_cost(d));
         let mut taken = None;
         let r = board.with_sos(owner, Access::Try, &mut |s| {
             let SosState::Open(p) = &mut s.state else {

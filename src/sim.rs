@@ -26,6 +26,7 @@ use crate::topology::Topology;
 use crate::verdict::Job;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 /// Knobs of a simulation.
 #[derive(Clone, Debug)]
@@ -36,9 +37,11 @@ pub struct Options {
     pub jitter: f64,
     /// About one `Try` lock in this many finds the lock busy (0: never).
     pub busy_one_in: u64,
-    /// Ranks per virtual host (0: all on one host).
+    /// Ranks per virtual host (0: as the scenario's layout says, else all
+    /// on one host).
     pub ranks_per_host: usize,
-    /// Hosts per virtual site (0: one site).
+    /// Hosts per virtual site (0: as the scenario's layout says, else one
+    /// site).
     pub hosts_per_site: usize,
     /// Destroy the SOS record of this rank at this time (a storage fault).
     pub corrupt: Option<(f64, usize)>,
@@ -125,18 +128,39 @@ fn latest(state: &[State], pick: impl Fn(&State) -> Option<f64>) -> f64 {
 /// Run `scenario` on `scenario.ranks` simulated ranks.
 pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<Outcome> {
     let p = scenario.ranks;
-    let hosts = if opts.ranks_per_host > 0 {
-        Hosts::Virtual(opts.ranks_per_host)
+    // The scenario's layout, unless the options give hosts and sites.
+    let grid = scenario.layout.as_ref();
+    let per_host = match opts.ranks_per_host {
+        0 => grid.map_or(0, |g| g.ranks_per_host),
+        n => n,
+    };
+    let per_site = match opts.hosts_per_site {
+        0 => grid.map_or(0, |g| g.hosts_per_site),
+        n => n,
+    };
+    let hosts = if per_host > 0 {
+        Hosts::Virtual(per_host)
     } else {
         Hosts::Real
     };
-    let sites = if opts.hosts_per_site > 0 {
-        Sites::Virtual(opts.hosts_per_site)
+    let sites = if per_site > 0 {
+        Sites::Virtual(per_site)
     } else {
         Sites::Single
     };
     let topology = Topology::new(vec!["sim".to_string(); p], &hosts, &sites);
+    let distance_delay = grid.map_or(0.0, |g| g.distance_delay);
     let mut board = MemoryBoard::new(p).with_busy_locks(opts.busy_one_in, opts.seed);
+    if let Some(g) = grid.filter(|_| distance_delay > 0.0) {
+        // The emulator slows the far path by its own layout, whatever the
+        // library's hosts and sites.
+        let laid = Topology::new(
+            vec!["sim".to_string(); p],
+            &Hosts::Virtual(g.ranks_per_host),
+            &Sites::Virtual(g.hosts_per_site),
+        );
+        board = board.with_distance_delay(laid, distance_delay);
+    }
     let mut ranks: Vec<Rank> = (0..p)
         .map(|i| {
             let mut rank = Rank::new(i, scenario.realisations, params.clone(), topology.clone());
@@ -187,11 +211,14 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             let job = Job {
                 completed,
                 speed: ranks.iter().map(Rank::speed).sum(),
-                idle: ranks.iter().filter(|r| !r.owns_work()).count(),
+                idle: Arc::new(topology.idle_map(
+                    ranks.iter().filter(|r| !r.owns_work()).count(),
+                    (0..p).filter(|&r| ranks[r].is_free()),
+                )),
                 open: ranks.iter().filter(|r| r.sos_open()).count() as u64,
             };
             for rank in &mut ranks {
-                rank.observe_job(now, job);
+                rank.observe_job(now, job.clone());
             }
             next_wave = now + params.check_interval;
         }
@@ -203,8 +230,8 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         }
         let before = ranks[i].done();
         let ops = board.ops();
-        if opts.storage_delay > 0.0 {
-            board.set_clock(now, opts.storage_delay);
+        if opts.storage_delay > 0.0 || distance_delay > 0.0 {
+            board.set_clock(now, opts.storage_delay, i);
         }
         let step = ranks[i].next(now, &mut board)?;
         completed += ranks[i].done() - before;
@@ -239,7 +266,13 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 exchanging += 1;
                 State::Exchanging(now + storage)
             }
-            Step::Idle { until } => State::Ready(until.max(now + storage + 1e-6)),
+            Step::Idle { until } => {
+                // As the shell: the ids finished since the last check are
+                // logged when the rank runs out of work.
+                ranks[i].flush_progress(now);
+                events[i].extend(ranks[i].drain_events().map(|e| (now, e)));
+                State::Ready(until.max(now + storage + 1e-6))
+            }
         };
         if completed == scenario.realisations {
             // Every id is reported: the next wave ends the job everywhere.

@@ -10,6 +10,33 @@ pub struct Topology {
     // Shared: every rank of the simulator holds the same topology.
     hosts: Arc<[String]>,
     sites: Arc<[String]>,
+    /// The hosts and sites numbered in order of first appearance.
+    host_ix: Arc<[u32]>,
+    site_ix: Arc<[u32]>,
+}
+
+/// Number `names` in order of first appearance.
+fn numbered(names: &[String]) -> Arc<[u32]> {
+    let mut seen = std::collections::HashMap::new();
+    names
+        .iter()
+        .map(|n| {
+            let k = seen.len() as u32;
+            *seen.entry(n.as_str()).or_insert(k)
+        })
+        .collect()
+}
+
+/// What a termination wave tells of the helpers: how many ranks are idle,
+/// and how many are free (done with their own quota: idle, or computing
+/// help) on each host and each site: who is nearer to an SOS than a helper
+/// (see [`Topology::free_nearer`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IdleMap {
+    /// Idle ranks in all.
+    pub ranks: usize,
+    on_host: Vec<u32>,
+    on_site: Vec<u32>,
 }
 
 impl Topology {
@@ -50,6 +77,8 @@ impl Topology {
             }
         };
         Topology {
+            host_ix: numbered(&hosts),
+            site_ix: numbered(&sites),
             hosts: hosts.into(),
             sites: sites.into(),
         }
@@ -84,8 +113,36 @@ impl Topology {
     /// Replace the sites by measured ones: `site_of[r]` numbers rank `r`'s
     /// site (see [`measured_sites`]).
     pub fn with_measured_sites(mut self, site_of: &[usize]) -> Topology {
-        self.sites = site_of.iter().map(|k| format!("msite{k}")).collect();
+        let sites: Vec<String> = site_of.iter().map(|k| format!("msite{k}")).collect();
+        self.site_ix = numbered(&sites);
+        self.sites = sites.into();
         self
+    }
+
+    /// `idle` ranks in all, and the `free` ranks counted per host and site.
+    pub fn idle_map(&self, idle: usize, free: impl IntoIterator<Item = usize>) -> IdleMap {
+        let count = |ix: &[u32]| vec![0u32; ix.iter().max().map_or(0, |&m| m as usize + 1)];
+        let mut map = IdleMap {
+            ranks: idle,
+            on_host: count(&self.host_ix),
+            on_site: count(&self.site_ix),
+        };
+        for r in free.into_iter().filter(|&r| r < self.ranks()) {
+            map.on_host[self.host_ix[r] as usize] += 1;
+            map.on_site[self.site_ix[r] as usize] += 1;
+        }
+        map
+    }
+
+    /// Free ranks (in `map`) nearer to `owner` than distance `d`: the
+    /// helpers that go before one at distance `d`.
+    pub fn free_nearer(&self, map: &IdleMap, owner: usize, d: u8) -> u32 {
+        let at = |v: &[u32], ix: &[u32]| v.get(ix[owner] as usize).copied().unwrap_or(0);
+        match d {
+            0 => 0,
+            1 => at(&map.on_host, &self.host_ix),
+            _ => at(&map.on_site, &self.site_ix),
+        }
     }
 
     /// The lowest rank on another host than `r`, if any.
@@ -222,5 +279,23 @@ mod tests {
         assert_eq!(t.distance(0, 7), 2);
         let one = Topology::new(names(&["m"; 3]), &Hosts::Real, &Sites::Single);
         assert_eq!(one.first_remote(0), None);
+    }
+
+    #[test]
+    fn free_ranks_nearer_to_an_owner_are_counted_by_host_and_site() {
+        // 2 sites × 2 hosts × 2 ranks; free: 1 (host 0), 2 and 3 (host 1), 6 (site 1).
+        let t = Topology::new(names(&["m"; 8]), &Hosts::Virtual(2), &Sites::Virtual(2));
+        let map = t.idle_map(4, [1, 2, 3, 6, 99]);
+        assert_eq!(map.ranks, 4);
+        // Owner 0: its own host has 1 idle rank, its site 3.
+        assert_eq!(t.free_nearer(&map, 0, 0), 0);
+        assert_eq!(t.free_nearer(&map, 0, 1), 1);
+        assert_eq!(t.free_nearer(&map, 0, 2), 3);
+        // Owner 5: nobody idle on its host (4, 5), one on its site (6).
+        assert_eq!(t.free_nearer(&map, 5, 1), 0);
+        assert_eq!(t.free_nearer(&map, 5, 2), 1);
+        // Measured sites renumber the sites.
+        let m = t.with_measured_sites(&[0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(m.free_nearer(&m.idle_map(1, [6]), 0, 2), 1);
     }
 }

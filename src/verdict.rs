@@ -14,6 +14,9 @@
 //! destroyed file), two waves in a row in which no rank owns work and the
 //! count did not move end the job with [`Verdict::Lost`] instead of a hang.
 
+use crate::topology::{IdleMap, Topology};
+use std::sync::Arc;
+
 /// One rank's contribution to a termination wave.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Status {
@@ -30,6 +33,10 @@ pub struct Status {
     pub speed_milli: u64,
     /// An SOS of this rank is open.
     pub sos_open: bool,
+    /// The rank is done with its own quota (idle, or computing help), or
+    /// will be within one grace. Free ranks near an SOS are its first
+    /// helpers (a farther helper's grace waits for them).
+    pub free: bool,
 }
 
 impl Status {
@@ -47,6 +54,7 @@ impl Status {
             busy: flags & 4 != 0,
             speed_milli: 0,
             sos_open: false,
+            free: false,
         }
     }
 }
@@ -74,14 +82,15 @@ pub enum Verdict {
 }
 
 /// What a wave tells every rank of the whole job.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Job {
     /// Realisations completed over all ranks.
     pub completed: u64,
     /// The ranks' summed speed, realisations per second.
     pub speed: f64,
-    /// Ranks that own no work: helpers looking for an SOS.
-    pub idle: usize,
+    /// Ranks that own no work (helpers looking for an SOS), per host and
+    /// site (shared: the simulator hands one map to every rank).
+    pub idle: Arc<IdleMap>,
     /// Open SOS.
     pub open: u64,
 }
@@ -92,7 +101,8 @@ pub struct Words {
     /// `[completed, stop requests, speed in thousandths of a realisation
     /// per second, open SOS]`.
     pub sums: [u64; 4],
-    /// Bitmap of failed ranks, then bitmap of busy ranks, `⌈P/64⌉` words each.
+    /// Bitmaps of failed, busy and free ranks ([`Status::free`]), `⌈P/64⌉`
+    /// words each.
     pub bits: Vec<u64>,
 }
 
@@ -101,7 +111,7 @@ impl Words {
     pub fn zero(ranks: usize) -> Words {
         Words {
             sums: [0; 4],
-            bits: vec![0; 2 * ranks.div_ceil(64)],
+            bits: vec![0; 3 * ranks.div_ceil(64)],
         }
     }
 
@@ -114,27 +124,32 @@ impl Words {
             status.speed_milli,
             status.sos_open as u64,
         ];
-        let half = ranks.div_ceil(64);
+        let words = ranks.div_ceil(64);
         let bit = 1u64 << (me % 64);
-        if status.failed {
-            w.bits[me / 64] |= bit;
-        }
-        if status.busy {
-            w.bits[half + me / 64] |= bit;
+        for (k, set) in [status.failed, status.busy, status.free]
+            .into_iter()
+            .enumerate()
+        {
+            if set {
+                w.bits[k * words + me / 64] |= bit;
+            }
         }
         w
     }
 
     /// What the words say of the job: realisations completed, the summed
-    /// speed (realisations per second), and the ranks that own no work
-    /// (idle helpers), of `ranks`.
-    pub fn job(&self, ranks: usize) -> Job {
-        let half = self.bits.len() / 2;
-        let busy: u32 = self.bits[half..].iter().map(|w| w.count_ones()).sum();
+    /// speed (realisations per second), and the ranks of `topology` that
+    /// own no work (idle helpers).
+    pub fn job(&self, topology: &Topology) -> Job {
+        let words = self.bits.len() / 3;
+        let (busy, free) = (&self.bits[words..2 * words], &self.bits[2 * words..]);
+        let set = |map: &[u64], r: usize| map.get(r / 64).is_some_and(|w| w >> (r % 64) & 1 == 1);
+        let ranks = 0..topology.ranks();
+        let idle = ranks.clone().filter(|&r| !set(busy, r)).count();
         Job {
             completed: self.sums[0],
             speed: self.sums[2] as f64 / 1000.0,
-            idle: ranks.saturating_sub(busy as usize),
+            idle: Arc::new(topology.idle_map(idle, ranks.filter(|&r| set(free, r)))),
             open: self.sums[3],
         }
     }
@@ -182,9 +197,9 @@ impl Judge {
     /// The verdict after a wave whose reduced words are `w`, if there is one.
     /// Failure wins over a stop, a stop over completion.
     pub fn judge(&mut self, w: &Words) -> Option<Verdict> {
-        let half = self.ranks.div_ceil(64);
-        let failed = ranks_in(&w.bits[..half.min(w.bits.len())], self.ranks);
-        self.busy = ranks_in(w.bits.get(half..).unwrap_or_default(), self.ranks);
+        let words = self.ranks.div_ceil(64);
+        let failed = ranks_in(&w.bits[..words.min(w.bits.len())], self.ranks);
+        self.busy = ranks_in(w.bits.get(words..).unwrap_or_default(), self.ranks);
         let [completed, stops, ..] = w.sums;
         if let Some(&first) = failed.first() {
             return Some(Verdict::Failed {
@@ -305,6 +320,7 @@ mod tests {
     fn idle(completed: u64) -> Status {
         Status {
             completed,
+            free: true,
             ..Status::default()
         }
     }
@@ -319,11 +335,16 @@ mod tests {
         s[3].speed_milli = 1500;
         s[100].speed_milli = 2500;
         s[7].sos_open = true;
-        let job = wave(&s).job(n);
+        // 13 virtual hosts of 10 ranks: 0 on host 0, 64 and 65 on host 6.
+        let hosts = crate::config::Hosts::Virtual(10);
+        let topology = Topology::new(vec!["m".into(); n], &hosts, &crate::config::Sites::Single);
+        let job = wave(&s).job(&topology);
         assert_eq!(job.open, 1);
         assert_eq!(job.completed, 2 * 126 + 4);
         assert_eq!(job.speed, 4.0);
-        assert_eq!(job.idle, 4);
+        assert_eq!(job.idle.ranks, 4);
+        assert_eq!(topology.free_nearer(&job.idle, 61, 1), 2);
+        assert_eq!(topology.free_nearer(&job.idle, 11, 1), 0);
     }
 
     #[test]

@@ -236,6 +236,7 @@ fn torn_index_reads_as_none_then_complete() {
             seq: 3,
             forecast: 12.5,
             opened_at: 1.0,
+            speed: 1.0,
         }],
     };
     let text = format::encode(&index);
@@ -261,6 +262,7 @@ fn index_updates_are_stored() {
         seq: 1,
         forecast: 5.0,
         opened_at: 0.5,
+        speed: 1.0,
     };
     a.with_index(&mut |i| i.upsert(entry(0))).unwrap();
     b.with_index(&mut |i| i.upsert(entry(1))).unwrap();
@@ -327,6 +329,7 @@ fn watcher_wakes_a_waiting_helper() {
                     seq: 1,
                     forecast: 9.0,
                     opened_at: 1.0,
+                    speed: 1.0,
                 })
             })
             .unwrap();
@@ -685,6 +688,7 @@ fn the_memory_board_counts_what_the_file_board_does() {
                         seq: 0,
                         forecast: 3.0,
                         opened_at: 1.0,
+                        speed: 1.0,
                     })
                 })
                 .unwrap()

@@ -360,3 +360,87 @@ fn a_destroyed_sos_record_loses_nothing_and_duplicates_nothing() {
         assert!(reported, "corrupted at {at}: the error was not reported");
     }
 }
+
+/// When `helper` ran out of work before it first took ids from `owner`,
+/// and when it took them (None if it never did).
+fn idle_then_take(out: &Outcome, helper: usize, owner: usize) -> Option<(f64, f64)> {
+    let mut idle = None;
+    for (t, e) in &out.events[helper] {
+        match e {
+            Event::Progress { remaining: 0, .. } => idle = idle.or(Some(*t)),
+            Event::Progress { .. } => idle = None,
+            Event::AidGiven { owner: o, .. } if *o == owner => {
+                return Some((idle.unwrap_or(*t), *t));
+            }
+            Event::AidGiven { .. } => idle = None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Four ranks, `per_host` per host and `per_site` hosts per site; at t = 1 s
+/// rank `slow` slows down to 0.2 and rank `fast` (if any) speeds up to 1.3.
+fn on_sites(slow: usize, fast: Option<usize>, grace: f64, layout: (usize, usize)) -> Outcome {
+    let mut s = scenario(4, 2000, vec![1.0], None, None);
+    let step = |r: usize, factor| Factor::Step {
+        at: 1.0,
+        until: None,
+        from_rank: r,
+        to_rank: Some(r + 1),
+        factor,
+    };
+    s.speed.push(step(slow, 0.2));
+    s.speed.extend(fast.map(|r| step(r, 1.3)));
+    let (per_host, per_site) = layout;
+    let mut p = params(Mode::Full, HelpPolicy::Balanced);
+    p.grace = grace;
+    let opts = Options {
+        ranks_per_host: per_host,
+        hosts_per_site: per_site,
+        ..Options::default()
+    };
+    let out = sim::simulate(&s, &p, &opts).unwrap();
+    assert_exactly_once(&out);
+    out
+}
+
+/// A far helper waits `d · grace` for nearer ones only while some are idle
+/// and can finish the owner's work within that time (issue 11).
+#[test]
+fn far_helpers_wait_their_grace_only_while_near_ones_are_free_and_enough() {
+    // Every rank on a site of its own; rank 3 slows down. Nobody is nearer
+    // to it: the others help as soon as they are idle, not 2 · 5 s later.
+    let out = on_sites(3, None, 5.0, (1, 1));
+    for h in 0..3 {
+        let (idle, take) = idle_then_take(&out, h, 3).expect("a rank never helped");
+        assert!(
+            take - idle < 1.0,
+            "rank {h}: idle at {idle}, helped at {take}"
+        );
+    }
+    // Hosts {0, 1} and {2, 3} on two sites; rank 0 slows down, and rank 1,
+    // on its host, speeds up: it is free (helping rank 0) when ranks 2 and 3
+    // run out of work, and can finish rank 0's work within their grace of
+    // 2 · 5 s: they wait.
+    let out = on_sites(0, Some(1), 5.0, (2, 1));
+    assert!(idle_then_take(&out, 1, 0).is_some(), "rank 1 never helped");
+    for h in [2, 3] {
+        if let Some((idle, take)) = idle_then_take(&out, h, 0) {
+            assert!(
+                take - idle >= 9.9,
+                "rank {h}: idle at {idle}, helped at {take}"
+            );
+        }
+    }
+    // The same with a grace of 2 · 0.5 s: rank 1 alone would need longer
+    // than that, so the far ranks come at once.
+    let out = on_sites(0, Some(1), 0.5, (2, 1));
+    for h in [2, 3] {
+        let (idle, take) = idle_then_take(&out, h, 0).expect("a far rank never helped");
+        assert!(
+            take - idle < 0.5,
+            "rank {h}: idle at {idle}, helped at {take}"
+        );
+    }
+}

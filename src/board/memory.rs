@@ -7,6 +7,7 @@
 use super::{Access, Board, Locked, OpenIndex, Sos, Take};
 use crate::error::{Error, Result};
 use crate::ids::IdSet;
+use crate::topology::Topology;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Debug, Default)]
@@ -33,6 +34,9 @@ pub struct MemoryBoard {
     /// began, the seconds per operation, the operations before it, and the
     /// seconds it waited for locks.
     clock: Option<Clock>,
+    /// With a clock: the ranks' hosts and sites, and the extra seconds per
+    /// operation on the SOS record of a rank at distance 1 (2 at distance 2).
+    far: Option<(Topology, f64)>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +45,10 @@ struct Clock {
     delay: f64,
     ops: u64,
     waited: f64,
+    /// The rank making the call, and the extra seconds its operations on
+    /// farther records took.
+    caller: usize,
+    extra: f64,
 }
 
 /// Operations of the file board: a lock attempt that finds the lock busy.
@@ -75,7 +83,16 @@ impl MemoryBoard {
             busy_one_in: 0,
             ops: 0,
             clock: None,
+            far: None,
         }
+    }
+
+    /// Make an operation on the SOS record of a rank at distance `d` (see
+    /// [`Topology::distance`]) cost `d · delay` seconds more, with a clock:
+    /// the slower path to another site's storage.
+    pub fn with_distance_delay(mut self, topology: Topology, delay: f64) -> Self {
+        self.far = Some((topology, delay));
+        self
     }
 
     /// Make about one `Try` access in `n` find the lock busy (0: never),
@@ -103,18 +120,22 @@ impl MemoryBoard {
     /// spends `delay` seconds per operation, and an SOS lock is held for the
     /// operations of the call that took it. A `Try` that finds a lock held
     /// is busy; a `Wait` waits until it is free ([`MemoryBoard::waited`]).
-    pub fn set_clock(&mut self, now: f64, delay: f64) {
+    /// The calls are those of rank `caller`.
+    pub fn set_clock(&mut self, now: f64, delay: f64, caller: usize) {
         self.clock = Some(Clock {
             start: now,
             delay,
             ops: self.ops,
             waited: 0.0,
+            caller,
+            extra: 0.0,
         });
     }
 
-    /// Seconds the calls since [`MemoryBoard::set_clock`] waited for locks.
+    /// Seconds the calls since [`MemoryBoard::set_clock`] waited for locks,
+    /// and spent on farther records beyond the delay per operation.
     pub fn waited(&self) -> f64 {
-        self.clock.map_or(0.0, |c| c.waited)
+        self.clock.map_or(0.0, |c| c.waited + c.extra)
     }
 }
 
@@ -141,8 +162,15 @@ impl Board for MemoryBoard {
         }
         // With a clock: the lock may be held by another call until later.
         let mut took_at = None;
+        let far = match (&self.far, &self.clock) {
+            (Some((t, d)), Some(c)) if c.caller < t.ranks() && rank < t.ranks() => {
+                t.distance(c.caller, rank) as f64 * d
+            }
+            _ => 0.0,
+        };
+        let ops_before = self.ops;
         if let Some(c) = &mut self.clock {
-            let t = c.start + (self.ops - c.ops) as f64 * c.delay + c.waited;
+            let t = c.start + (self.ops - c.ops) as f64 * c.delay + c.waited + c.extra;
             let until = shared
                 .locked_until
                 .get(rank)
@@ -186,8 +214,11 @@ impl Board for MemoryBoard {
                 ids: aid.ids.clone(),
             });
         }
+        if let Some(c) = &mut self.clock {
+            c.extra += (self.ops - ops_before) as f64 * far;
+        }
         if let (Some((t, ops)), Some(c)) = (took_at, self.clock) {
-            shared.locked_until[rank] = t + (self.ops - ops) as f64 * c.delay;
+            shared.locked_until[rank] = t + (self.ops - ops) as f64 * (c.delay + far);
         }
         Ok(Locked::Done)
     }
@@ -258,23 +289,23 @@ mod tests {
     fn a_clock_holds_locks_for_the_operations_of_the_call() {
         let mut a = MemoryBoard::new(2);
         let mut b = a.clone();
-        a.set_clock(10.0, 0.1);
+        a.set_clock(10.0, 0.1, 0);
         // A change: a locked look and a write, 6 operations, held until 10.6.
         a.with_sos(1, Access::Wait, &mut |s| s.seq = 3).unwrap();
         assert_eq!(a.ops(), LOOK + WRITE);
-        b.set_clock(10.2, 0.1);
+        b.set_clock(10.2, 0.1, 1);
         assert_eq!(
             b.with_sos(1, Access::Try, &mut |_| {}).unwrap(),
             Locked::Busy
         );
-        b.set_clock(10.2, 0.1);
+        b.set_clock(10.2, 0.1, 1);
         assert_eq!(
             b.with_sos(1, Access::Wait, &mut |_| {}).unwrap(),
             Locked::Done
         );
         assert!((b.waited() - 0.4).abs() < 1e-9, "{}", b.waited());
         // Another record is free.
-        b.set_clock(10.2, 0.1);
+        b.set_clock(10.2, 0.1, 1);
         assert_eq!(
             b.with_sos(0, Access::Try, &mut |_| {}).unwrap(),
             Locked::Done

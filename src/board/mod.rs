@@ -116,6 +116,10 @@ pub struct OpenEntry {
     pub forecast: f64,
     /// When it opened, seconds since the job's start.
     pub opened_at: f64,
+    /// The owner's speed when it opened, realisations per second (0 when
+    /// written by a version without it).
+    #[serde(default)]
+    pub speed: f64,
 }
 
 impl OpenIndex {
