@@ -233,6 +233,11 @@ pub struct Rank {
     empty: Vec<(usize, u64, f64)>,
     /// The ids computed, for the audit at finalize.
     audit: Audit,
+    /// Consultations of the own open SOS in a row that found no new AID.
+    quiet: u32,
+    /// Idle polls in a row that took nothing, and when the last one was.
+    idle_polls: u32,
+    last_poll: f64,
     /// Seconds one consultation of the board takes (measured by the shell).
     storage_cost: f64,
     /// Seconds one locked look at the record of a rank at distance 0, 1, 2
@@ -288,6 +293,9 @@ impl Rank {
             empty: Vec::new(),
             audit: Audit::default(),
             storage_cost: 0.0,
+            quiet: 0,
+            idle_polls: 0,
+            last_poll: f64::NEG_INFINITY,
             look_cost: [0.0; 3],
             looks: (0, 0),
             last_look: f64::NEG_INFINITY,
@@ -555,7 +563,7 @@ impl Rank {
     /// worth.
     fn lease_len(&self, now: f64) -> u64 {
         let left = self.job_left(now).max(4.0 * self.storage_cost);
-        let seconds = self.interval().min(left);
+        let seconds = self.own_period().min(left);
         ((self.speed.get() * seconds).ceil() as u64).max(1)
     }
 
@@ -574,6 +582,14 @@ impl Rank {
     /// time stays a small part of a rank's time.
     fn interval(&self) -> f64 {
         self.params.check_interval.max(10.0 * self.storage_cost)
+    }
+
+    /// Seconds between two consultations of the own open SOS (lease
+    /// extensions and checks): one interval, doubling up to four while
+    /// consultations in a row find that no helper took anything, so that
+    /// owners nobody helps yet leave the shared storage alone.
+    fn own_period(&self) -> f64 {
+        self.interval() * f64::from(1u32 << self.quiet.min(2))
     }
 
     /// A consultation of the board took `seconds` (the shell measures it):
@@ -633,14 +649,14 @@ impl Rank {
         let late = tau - self.horizon.min(self.job_end) >= threshold;
         // An open SOS is consulted at most once per interval: a check
         // itself is free, a look at the board is not.
-        if self.sos.is_some() && now < self.last_look + self.interval() {
+        if self.sos.is_some() && now < self.last_look + self.own_period() {
             return Ok(());
         }
         self.last_look = now;
         match (late, self.sos.as_ref().map(|e| e.seq)) {
             (true, None) => self.post(now, v, tau, board),
             // A lease extension wrote fresh figures not long ago.
-            (true, Some(_)) if now < self.extended_at + self.interval() => Ok(()),
+            (true, Some(_)) if now < self.extended_at + self.own_period() => Ok(()),
             (true, Some(seq)) => self.refresh(seq, now, v, tau, board),
             (false, Some(seq)) => self.withdraw(seq, tau, board),
             // About to run out of work: take the next share now, so that
@@ -669,6 +685,7 @@ impl Rank {
     fn post(&mut self, now: f64, v: f64, tau: f64, board: &mut dyn Board) -> Result<()> {
         // The tail must hold more work than the post and a helper's steal
         // cost (two consultations of the board each).
+        self.quiet = 0;
         let keep = self.lease_len(now);
         let least_tail = (v * 4.0 * self.storage_cost).ceil() as u64;
         if self.lease.len() <= keep + least_tail {
@@ -761,6 +778,11 @@ impl Rank {
         if locked == Locked::Busy {
             return Ok(Own::Busy);
         }
+        self.quiet = if new_aids.is_empty() {
+            self.quiet + 1
+        } else {
+            0
+        };
         self.seen_aids += new_aids.len();
         for aid in new_aids {
             self.report.given += aid.ids.len();
@@ -990,8 +1012,8 @@ impl Rank {
     /// far one waits for its grace from now), and does not wait for busy
     /// locks.
     ///
-    /// The grace is skipped when no nearer helper was idle at the last
-    /// termination wave, or when those idle could not finish the owner's
+    /// The grace is skipped when no nearer rank was free at the last
+    /// termination wave, or when those free could not finish the owner's
     /// work within it ([`Rank::nearer_can_close`]).
     fn help(&mut self, now: f64, busy_for: f64, board: &mut dyn Board) -> Result<Option<f64>> {
         let idle_since = if busy_for > 0.0 {
@@ -1002,7 +1024,8 @@ impl Rank {
         // On slow storage a look at the index is dear, and a rank inside one
         // cannot progress the termination waves: look at most every four
         // storage costs (a watcher still wakes the rank at once).
-        let mut wake = now + self.params.poll_interval.max(4.0 * self.storage_cost);
+        let mut poll = self.params.poll_interval.max(4.0 * self.storage_cost);
+        let mut wake = now + poll;
         let index = match board.read_index() {
             Ok(Some(index)) => {
                 self.torn_reads = 0;
@@ -1023,6 +1046,16 @@ impl Rank {
                 return Ok(Some(wake));
             }
         };
+        // Idle polls that found nothing back off, up to eight poll
+        // intervals, until an SOS opens after the last poll.
+        if busy_for == 0.0 {
+            if index.entries.iter().any(|e| e.opened_at >= self.last_poll) {
+                self.idle_polls = 0;
+            }
+            self.last_poll = now;
+            poll *= f64::from(1u32 << self.idle_polls.min(3));
+            wake = now + poll;
+        }
         let mut candidates: Vec<(u8, &OpenEntry)> = index
             .entries
             .iter()
@@ -1030,12 +1063,23 @@ impl Rank {
             .map(|e| (self.topology.distance(self.me, e.rank), e))
             .collect();
         candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.forecast.total_cmp(&a.1.forecast)));
+        // Helpers that all looked at the same SOS first would queue for its
+        // lock: each starts at its own place among those at one distance.
+        let mut start = 0;
+        while start < candidates.len() {
+            let d = candidates[start].0;
+            let n = candidates[start..].iter().take_while(|c| c.0 == d).count();
+            candidates[start..start + n].rotate_left(self.me % n);
+            start += n;
+        }
         let helpers = (self.idle.ranks as f64 / candidates.len().max(1) as f64).max(1.0);
         let mut busy = false;
         self.empty.retain(|e| e.2 > now);
-        // Locked looks cost storage time: a call makes looks that found
-        // nothing worth about a poll interval, then comes back at once.
+        // Locked looks cost storage time: a call makes at most two looks
+        // that found nothing (and none worth more than a poll interval),
+        // then comes back at the next poll.
         let mut budget = self.params.poll_interval;
+        let mut empty_looks = 0;
         for (d, entry) in candidates {
             // Open SOS as near the owner as the nearer helpers are.
             let open = || {
@@ -1063,13 +1107,13 @@ impl Rank {
                 continue;
             }
             if budget < 0.0 {
-                wake = now;
                 break;
             }
             self.looks = (self.looks.0.max(d), self.looks.1 + 1);
             match self.steal(entry.rank, now, (helpers, busy_for), board) {
                 Steal::Success(seq, ids) => {
                     self.busy_backoff = 0.0;
+                    self.idle_polls = 0;
                     self.report.taken += ids.len();
                     self.events.push(Event::AidGiven {
                         owner: entry.rank,
@@ -1091,6 +1135,10 @@ impl Rank {
                 // only be too small yet).
                 Steal::Empty if busy_for > 0.0 => {}
                 Steal::Empty => {
+                    empty_looks += 1;
+                    if empty_looks >= 2 {
+                        budget = -1.0;
+                    }
                     budget -= self.steal_cost(d);
                     let until = now + self.interval();
                     self.empty.push((entry.rank, entry.seq, until));
@@ -1104,6 +1152,7 @@ impl Rank {
             wake = wake.min(now + self.busy_backoff);
         } else {
             self.busy_backoff = 0.0;
+            self.idle_polls += u32::from(busy_for == 0.0);
         }
         Ok(Some(wake))
     }

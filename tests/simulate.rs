@@ -444,3 +444,75 @@ fn far_helpers_wait_their_grace_only_while_near_ones_are_free_and_enough() {
         );
     }
 }
+
+/// An idle rank that finds no SOS polls the open index less and less often
+/// (up to eight poll intervals apart) instead of ten times a second, and
+/// comes back to the first pace when an SOS opens.
+#[test]
+fn idle_polls_that_find_nothing_back_off() {
+    use soslb::board::{Board, OpenEntry, memory::MemoryBoard};
+    use soslb::config::{Hosts, Sites};
+    use soslb::plan::WarmupReport;
+    use soslb::policy::{Rank, Step};
+    use soslb::topology::Topology;
+    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
+    let mut board = MemoryBoard::new(2);
+    let p = params(Mode::Full, HelpPolicy::Balanced);
+    let poll = p.poll_interval;
+    let mut rank = Rank::new(1, 100, p, topology);
+    // Rank 1 computes its whole block 50..100 in the warm-up; rank 0
+    // (never driven) reports a speed that leaves rank 1 no quota.
+    let mut t = 0.0;
+    let report = loop {
+        match rank.next(t, &mut board).unwrap() {
+            Step::Compute(_) => t += 0.005,
+            Step::Exchange(r) => break r,
+            s => panic!("{s:?} in the warm-up"),
+        }
+    };
+    assert_eq!(report.tail.start, report.tail.end);
+    let other = WarmupReport {
+        done: 10,
+        speed: 1e9,
+        tail: 10..50,
+    };
+    rank.apply_plan(&[other, report], t).unwrap();
+    // Idle polls for 10 s: the pace slows down to one poll per 8 intervals.
+    let mut polls = Vec::new();
+    let until = t + 10.0;
+    while t < until {
+        match rank.next(t, &mut board).unwrap() {
+            Step::Idle { until } => {
+                polls.push(t);
+                t = until;
+            }
+            s => panic!("{s:?} while nothing is open"),
+        }
+    }
+    let gaps: Vec<f64> = polls.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps[0] <= 1.01 * poll, "{gaps:?}");
+    assert!(
+        gaps[gaps.len() - 3..]
+            .iter()
+            .all(|&g| (g - 8.0 * poll).abs() < 1e-6),
+        "{gaps:?}"
+    );
+    assert!(polls.len() < 25, "{} polls in 10 s", polls.len());
+    // An SOS opens (with nothing to take yet): the next poll after it is one
+    // interval later again.
+    board
+        .with_index(&mut |ix| {
+            ix.upsert(OpenEntry {
+                rank: 0,
+                seq: 1,
+                forecast: t + 5.0,
+                opened_at: t,
+                speed: 1.0,
+            })
+        })
+        .unwrap();
+    let Step::Idle { until } = rank.next(t, &mut board).unwrap() else {
+        panic!("took ids")
+    };
+    assert!(until - t <= 1.01 * poll, "next poll {} s later", until - t);
+}
