@@ -111,11 +111,25 @@ pub fn rescale(reports: &[WarmupReport]) -> Plan {
     tails.sort_by_key(|t| t.start);
     let remaining: u64 = tails.iter().map(|t| t.end - t.start).sum();
     let shares = largest_remainder(remaining, &speeds);
-    let mut pool = IdSet::new();
-    for t in tails {
-        pool.insert(t);
-    }
-    let quotas = shares.iter().map(|&y| pool.take_front(y)).collect();
+    // One pass over the tails (a pool drained from its front cost O(P²)
+    // per plan, which the simulator pays on every rank).
+    let mut runs = tails.into_iter();
+    let mut run = runs.next();
+    let quotas = shares
+        .iter()
+        .map(|&y| {
+            let (mut quota, mut left) = (IdSet::new(), y);
+            while let Some(r) = run.as_mut().filter(|_| left > 0) {
+                let n = (r.end - r.start).min(left);
+                quota.insert(r.start..r.start + n);
+                (r.start, left) = (r.start + n, left - n);
+                if r.start == r.end {
+                    run = runs.next();
+                }
+            }
+            quota
+        })
+        .collect();
     let total_speed: f64 = speeds.iter().copied().map(usable).sum();
     let duration = if total_speed > 0.0 {
         remaining as f64 / total_speed

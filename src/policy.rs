@@ -12,10 +12,11 @@ use crate::board::{Access, Aid, Board, Locked, OpenEntry, Post, Sos, SosState};
 use crate::config::{Config, Mode};
 use crate::error::{Error, Result};
 use crate::ids::IdSet;
-use crate::plan::{HelpPolicy, ShareInput, WarmupReport, initial_block, rescale, share};
+use crate::plan::{HelpPolicy, Plan, ShareInput, WarmupReport, initial_block, rescale, share};
 use crate::speed::{Speed, forecast};
 use crate::topology::{IdleMap, Topology};
 use crate::verdict::{Audit, Job};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -524,6 +525,12 @@ impl Rank {
 
     /// Algorithm 1: take this rank's quota from the plan of every rank's report.
     pub fn apply_plan(&mut self, reports: &[WarmupReport], now: f64) -> Result<()> {
+        self.apply_planned(reports, &rescale(reports), now)
+    }
+
+    /// [`Rank::apply_plan`] with the plan of `reports` already made (the
+    /// simulator makes it once for all its ranks).
+    pub fn apply_planned(&mut self, reports: &[WarmupReport], plan: &Plan, now: f64) -> Result<()> {
         if self.phase != Phase::Exchanging {
             return Err(Error::State(
                 "a plan arrived outside the warm-up exchange".into(),
@@ -540,8 +547,10 @@ impl Rank {
                 self.total
             )));
         }
-        let plan = rescale(reports);
-        self.lease = plan.quotas[self.me].clone();
+        let Some(quota) = plan.quotas.get(self.me) else {
+            return Err(Error::Internal("a plan without this rank's quota".into()));
+        };
+        self.lease = quota.clone();
         self.horizon = now + plan.duration;
         self.phase = Phase::Running;
         self.next_check = now;
@@ -1080,15 +1089,27 @@ impl Rank {
         // then comes back at the next poll.
         let mut budget = self.params.poll_interval;
         let mut empty_looks = 0;
+        // Open SOS per host and per site: the nearer helpers share themselves
+        // among those (counted when first needed).
+        let topology = self.topology.clone();
+        let mut counts: Option<HashMap<(u8, &str), usize>> = None;
+        let place = |d: u8, r: usize| match d {
+            1 => (1, topology.host(r)),
+            _ => (2, topology.site(r)),
+        };
         for (d, entry) in candidates {
-            // Open SOS as near the owner as the nearer helpers are.
             let open = || {
-                (index.entries.iter())
-                    .filter(|e| e.rank < self.topology.ranks())
-                    .filter(|e| self.topology.distance(e.rank, entry.rank) < d)
-                    .count()
+                let counts = counts.get_or_insert_with(|| {
+                    let mut counts = HashMap::new();
+                    for e in index.entries.iter().filter(|e| e.rank < topology.ranks()) {
+                        *counts.entry(place(1, e.rank)).or_insert(0) += 1;
+                        *counts.entry(place(2, e.rank)).or_insert(0) += 1;
+                    }
+                    counts
+                });
+                counts.get(&place(d, entry.rank)).copied().unwrap_or(1)
             };
-            let grace = if d > 0 && self.nearer_can_close(entry, d, open()) {
+            let grace = if d > 0 && self.nearer_can_close(entry, d, open) {
                 d as f64 * self.params.grace
             } else {
                 0.0
@@ -1163,11 +1184,12 @@ impl Rank {
     /// are as fast as this rank and share themselves among the `open` SOS
     /// near them. If not, or if none is idle, a far helper need not wait:
     /// its help comes when it still shortens the job.
-    fn nearer_can_close(&self, entry: &OpenEntry, d: u8, open: usize) -> bool {
+    fn nearer_can_close(&self, entry: &OpenEntry, d: u8, open: impl FnOnce() -> usize) -> bool {
         let near = self.topology.free_nearer(&self.idle, entry.rank, d) as f64;
         if near == 0.0 {
             return false;
         }
+        let open = open();
         let (vo, vh) = (entry.speed, self.speed.get());
         if vo <= 0.0 || vh <= 0.0 {
             return true;

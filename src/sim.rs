@@ -305,8 +305,9 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                     None
                 }
             });
+            let plan = crate::plan::rescale(&all);
             for (k, rank) in ranks.iter_mut().enumerate() {
-                rank.apply_plan(&all, at)?;
+                rank.apply_planned(&all, &plan, at)?;
                 events[k].extend(rank.drain_events().map(|e| (at, e)));
                 state[k] = State::Ready(at);
                 calls[k] += 1;
