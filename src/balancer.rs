@@ -716,7 +716,8 @@ impl Balancer {
         self.warnings.push(text);
     }
 
-    /// Write the state machine's events to the monitor log and flush it.
+    /// Write the state machine's events to the monitor log (flushed every
+    /// few seconds).
     #[cold]
     fn log_events(&mut self, now: f64) {
         for e in self.rank.drain_events() {
@@ -726,7 +727,7 @@ impl Balancer {
             }
             self.monitor.event(now, &e);
         }
-        self.monitor.flush();
+        self.monitor.flush_lazily();
     }
 
     /// Algorithm 1's collective: every rank's warm-up report and status.

@@ -5,8 +5,10 @@
 //! posted, refreshed or withdrawn, every AID given or received. A run can be
 //! reconstructed from them: who helped whom, how many ids, when.
 //!
-//! Lines are buffered and flushed at every check and at the end: nothing is
-//! written on the fast path of `next`.
+//! Lines are buffered and written when the buffer is full, at most every
+//! [`FLUSH_EVERY`] seconds otherwise, and at once for warnings, failures, the
+//! verdict and the end: nothing is written on the fast path of `next`, and a
+//! thousand ranks do not write to shared storage at every check.
 //!
 //! The format, which `soslb report` ([`crate::report`]) reads back:
 //!
@@ -31,6 +33,7 @@ use crate::policy::Event;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// A rank's monitor log.
 #[derive(Debug)]
@@ -39,7 +42,11 @@ pub struct Monitor {
     path: PathBuf,
     rank: usize,
     writes: u64,
+    flushed_at: Instant,
 }
+
+/// Seconds between two writes of the buffered lines by [`Monitor::flush_lazily`].
+pub const FLUSH_EVERY: f64 = 2.0;
 
 impl Monitor {
     /// Create the log file (it must not exist yet).
@@ -54,6 +61,7 @@ impl Monitor {
             path: path.to_path_buf(),
             rank,
             writes: 0,
+            flushed_at: Instant::now(),
         })
     }
 
@@ -64,6 +72,7 @@ impl Monitor {
             path: PathBuf::new(),
             rank,
             writes: 0,
+            flushed_at: Instant::now(),
         }
     }
 
@@ -130,6 +139,14 @@ impl Monitor {
         }
     }
 
+    /// Write the buffered lines if the last write is [`FLUSH_EVERY`] seconds
+    /// old (a full buffer is written anyway).
+    pub fn flush_lazily(&mut self) {
+        if self.flushed_at.elapsed().as_secs_f64() >= FLUSH_EVERY {
+            self.flush();
+        }
+    }
+
     /// Write the buffered lines to the file.
     pub fn flush(&mut self) {
         let Some(out) = &mut self.out else { return };
@@ -137,6 +154,7 @@ impl Monitor {
             return;
         }
         self.writes += 1;
+        self.flushed_at = Instant::now();
         if let Err(e) = out.flush() {
             self.fail(e);
         }
@@ -155,5 +173,36 @@ impl Monitor {
             &format!("monitor log {}: {e}; logging stops", self.path.display()),
         );
         self.out = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_written_every_few_seconds_not_at_every_check() {
+        let dir = std::env::temp_dir().join(format!("soslb-monitor-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("h.0.log");
+        let _ = std::fs::remove_file(&path);
+        let mut m = Monitor::create(&path, 0).unwrap();
+        m.line(0.5, format_args!("progress done=1"));
+        m.flush_lazily();
+        assert_eq!((std::fs::read(&path).unwrap().len(), m.writes()), (0, 0));
+        m.flush();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.ends_with("rank=0 t=0.500000 progress done=1\n"),
+            "{text}"
+        );
+        assert_eq!(m.writes(), 1);
+        // A flush long enough ago lets the next lazy one write.
+        m.flushed_at -= std::time::Duration::from_secs_f64(FLUSH_EVERY);
+        m.line(1.0, format_args!("progress done=2"));
+        m.flush_lazily();
+        assert_eq!(m.writes(), 2);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
