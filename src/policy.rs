@@ -1157,10 +1157,10 @@ impl Rank {
                 Steal::Empty if busy_for > 0.0 => {}
                 Steal::Empty => {
                     empty_looks += 1;
-                    if empty_looks >= 2 {
-                        budget = -1.0;
-                    }
-                    budget -= self.steal_cost(d);
+                    budget = match empty_looks {
+                        2.. => -1.0,
+                        _ => budget - self.steal_cost(d),
+                    };
                     let until = now + self.interval();
                     self.empty.push((entry.rank, entry.seq, until));
                 }
@@ -1178,11 +1178,11 @@ impl Rank {
         Ok(Some(wake))
     }
 
-    /// Whether the helpers idle at the last wave that are nearer than `d` to
+    /// Whether the ranks free at the last wave that are nearer than `d` to
     /// the owner of `entry` (a far helper's grace is their head start) can
     /// finish the owner's work, with the owner, within that grace, if they
     /// are as fast as this rank and share themselves among the `open` SOS
-    /// near them. If not, or if none is idle, a far helper need not wait:
+    /// near them. If not, or if none is free, a far helper need not wait:
     /// its help comes when it still shortens the job.
     fn nearer_can_close(&self, entry: &OpenEntry, d: u8, open: impl FnOnce() -> usize) -> bool {
         let near = self.topology.free_nearer(&self.idle, entry.rank, d) as f64;
