@@ -199,7 +199,7 @@ impl Judge {
     pub fn judge(&mut self, w: &Words) -> Option<Verdict> {
         let words = self.ranks.div_ceil(64);
         let failed = ranks_in(&w.bits[..words.min(w.bits.len())], self.ranks);
-        self.busy = ranks_in(w.bits.get(words..).unwrap_or_default(), self.ranks);
+        self.busy = ranks_in(w.bits.get(words..2 * words).unwrap_or_default(), self.ranks);
         let [completed, stops, ..] = w.sums;
         if let Some(&first) = failed.first() {
             return Some(Verdict::Failed {
