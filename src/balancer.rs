@@ -1253,10 +1253,17 @@ fn job_id(config: &Config) -> String {
 /// cut by the ratio-jump rule on each rank, reconciled over all ranks.
 fn measure_sites(comm: &Comm, topology: Topology) -> Topology {
     let (me, n) = (comm.rank(), comm.size());
-    let other_host: Vec<bool> = (0..n)
-        .map(|r| topology.host(r) != topology.host(me))
+    // Sites are made of hosts: only the first rank of each host measures,
+    // and only to the first ranks of the other hosts (the others join their
+    // host's site), so the pairs grow with the hosts, not the ranks.
+    let mut first = std::collections::HashMap::new();
+    let leader: Vec<bool> = (0..n)
+        .map(|r| *first.entry(topology.host(r)).or_insert(r) == r)
         .collect();
-    let near = crate::topology::near_group(&comm.ping_pong(&other_host), 1.6);
+    let measured: Vec<bool> = (0..n)
+        .map(|r| leader[me] && leader[r] && topology.host(r) != topology.host(me))
+        .collect();
+    let near = crate::topology::near_group(&comm.ping_pong(&measured), 1.6);
     // Exchange the near groups as bit masks, one row per rank.
     let words = n.div_ceil(64);
     let mut mask = vec![0u64; words];

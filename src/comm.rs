@@ -273,11 +273,12 @@ impl Comm {
         String::from_utf8_lossy(&buf).into_owned()
     }
 
-    /// Round-trip times of 1 KiB ping-pongs from this rank to every rank on
-    /// another host (`on_other_host[r]`): 5 round trips, the first discarded,
-    /// the mean of the others. Pairs meet in the rounds of a round-robin
-    /// tournament, so every rank is busy with one partner at a time.
-    pub fn ping_pong(&self, on_other_host: &[bool]) -> Vec<(usize, f64)> {
+    /// Round-trip times of 1 KiB ping-pongs from this rank to every rank `r`
+    /// with `partners[r]` (which must be symmetric over the ranks): 5 round
+    /// trips, the first discarded, the mean of the others. Pairs meet in the
+    /// rounds of a round-robin tournament, so every rank is busy with one
+    /// partner at a time.
+    pub fn ping_pong(&self, partners: &[bool]) -> Vec<(usize, f64)> {
         let n = self.size + self.size % 2;
         let mut buf = [0u8; 1024];
         let mut times = Vec::new();
@@ -291,7 +292,10 @@ impl Comm {
             } else {
                 (2 * round + n - 1 - me) % (n - 1)
             };
-            if partner >= self.size || partner == me || !on_other_host[partner] {
+            if partner >= self.size
+                || partner == me
+                || !partners.get(partner).copied().unwrap_or(false)
+            {
                 continue;
             }
             let other = self.comm.process_at_rank(partner as i32);

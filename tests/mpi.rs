@@ -287,6 +287,7 @@ fn measured_sites_on_emulated_hosts() {
     let run = emulate("speeds8", "full", &env);
     run.assert_exactly_once(1200);
     // Every rank measured and logged its host and site.
+    let mut sites = Vec::new();
     for r in 0..8 {
         let log = run.log(r);
         let init = log
@@ -302,6 +303,11 @@ fn measured_sites_on_emulated_hosts() {
             field(init, "site").is_some_and(|s| s.starts_with("msite")),
             "{init}"
         );
+        sites.push(field(init, "site").map(str::to_string));
+    }
+    // Sites are made of hosts: the two ranks of a host share one.
+    for pair in sites.chunks(2) {
+        assert_eq!(pair[0], pair[1], "{sites:?}");
     }
 }
 
