@@ -101,9 +101,9 @@ impl Topology {
 
     /// 0 same host, 1 same site, 2 elsewhere.
     pub fn distance(&self, a: usize, b: usize) -> u8 {
-        if self.hosts[a] == self.hosts[b] {
+        if self.host_ix[a] == self.host_ix[b] {
             0
-        } else if self.sites[a] == self.sites[b] {
+        } else if self.site_ix[a] == self.site_ix[b] {
             1
         } else {
             2
@@ -287,11 +287,11 @@ mod tests {
         let t = Topology::new(names(&["m"; 8]), &Hosts::Virtual(2), &Sites::Virtual(2));
         let map = t.idle_map(4, [1, 2, 3, 6, 99]);
         assert_eq!(map.ranks, 4);
-        // Owner 0: its own host has 1 idle rank, its site 3.
+        // Owner 0: its own host has 1 free rank, its site 3.
         assert_eq!(t.free_nearer(&map, 0, 0), 0);
         assert_eq!(t.free_nearer(&map, 0, 1), 1);
         assert_eq!(t.free_nearer(&map, 0, 2), 3);
-        // Owner 5: nobody idle on its host (4, 5), one on its site (6).
+        // Owner 5: nobody free on its host (4, 5), one on its site (6).
         assert_eq!(t.free_nearer(&map, 5, 1), 0);
         assert_eq!(t.free_nearer(&map, 5, 2), 1);
         // Measured sites renumber the sites.
