@@ -64,7 +64,11 @@ fn run() -> Result<String, String> {
     if trace {
         print_trace(&out.events);
         for (rank, t) in out.finish.iter().enumerate() {
-            eprintln!("rank={rank:3} finished={t:.3}");
+            let (r, storage) = (&out.reports[rank], out.storage_seconds[rank]);
+            eprintln!(
+                "rank={rank:3} finished={t:.3} computed={} busy_s={:.2} storage_s={storage:.2}",
+                r.computed, r.busy
+            );
         }
     }
     let missing = out.counts.iter().filter(|&&c| c == 0).count();

@@ -86,6 +86,8 @@ pub struct Outcome {
     /// Shared-storage operations (as the file board would do them) in each
     /// second of the run, over all ranks.
     pub storage_ops: Vec<u64>,
+    /// Seconds each rank spent in shared-storage operations.
+    pub storage_seconds: Vec<f64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -165,8 +167,9 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         .map(|i| {
             let mut rank = Rank::new(i, scenario.realisations, params.clone(), topology.clone());
             if opts.storage_delay > 0.0 && params.mode == crate::config::Mode::Full {
-                // As the shell does at init: a locked look at the own SOS.
-                rank.observe_storage(4.0 * opts.storage_delay);
+                // As the shell does at init: a read of the own SOS record
+                // (two operations) counted as a third of a consultation.
+                rank.observe_storage(6.0 * opts.storage_delay);
             }
             rank
         })
@@ -196,6 +199,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     let mut next_wave = params.check_interval;
     let mut handled = 0u64;
     let mut storage_ops: Vec<u64> = Vec::new();
+    let mut storage_seconds = vec![0.0; p];
     while let Some(Reverse((Time(now), _, i, call))) = queue.pop() {
         if call != calls[i] {
             continue; // superseded
@@ -244,6 +248,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             storage_ops.resize(second + 1, 0);
         }
         storage_ops[second] += touched;
+        storage_seconds[i] += storage;
         state[i] = match step {
             Step::Compute(chunk) => {
                 if touched > 0 {
@@ -330,6 +335,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         left: ranks.iter().map(Rank::remaining).collect(),
         finish,
         storage_ops,
+        storage_seconds,
         events,
     })
 }

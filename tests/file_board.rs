@@ -184,6 +184,40 @@ fn racing_helpers_take_every_id_once_on_slow_storage() {
     race(1500, 50, 40, 12, Duration::from_millis(1));
 }
 
+/// A read without the lock shows an SOS record as it is, takes no lock,
+/// and says "cannot tell" (never an error, never a wrong record) for a body
+/// caught mid-write, garbage, or another rank's record.
+#[test]
+fn a_read_without_the_lock_is_a_hint_that_never_misleads() {
+    let job = TempJob::new(2);
+    let mut owner = job.join(1, 2);
+    let mut helper = job.join(0, 2);
+    owner
+        .with_sos(1, Access::Wait, &mut |s| {
+            s.seq = 4;
+            s.state = SosState::Open(post(IdSet::from_range(0..9)));
+        })
+        .unwrap();
+    let seen = helper.peek_sos(1).unwrap().expect("a whole record");
+    assert_eq!((seen.rank, seen.seq), (1, 4));
+    assert!(matches!(seen.state, SosState::Open(p) if p.tail.len() == 9));
+    // No lock was left held.
+    assert_eq!(
+        owner.with_sos(1, Access::Try, &mut |_| {}).unwrap(),
+        Locked::Done
+    );
+    let path = owner.sos_path(1);
+    let text = std::fs::read(&path).unwrap();
+    for bad in [
+        &text[..40],
+        b"\x00garbage\xff (rank: 1".as_slice(),
+        format::encode_record(&Sos::default(), 1 << 40).as_bytes(),
+    ] {
+        std::fs::write(&path, bad).unwrap();
+        assert_eq!(helper.peek_sos(1).unwrap(), None);
+    }
+}
+
 #[test]
 fn corrupt_sos_is_an_error_naming_the_path_and_reset_repairs_it() {
     let job = TempJob::new(2);
@@ -656,6 +690,10 @@ fn the_memory_board_counts_what_the_file_board_does() {
         (
             "a read of the index",
             Box::new(|b| drop(b.read_index().unwrap())),
+        ),
+        (
+            "a read of an SOS record without its lock",
+            Box::new(|b| drop(b.peek_sos(1).unwrap())),
         ),
         (
             "an unchanged look",

@@ -22,6 +22,8 @@ struct Shared {
     busy_state: u64,
     /// With a clock: until when each SOS record's lock is held.
     locked_until: Vec<f64>,
+    /// With a clock: until when the open index's lock is held.
+    index_until: f64,
 }
 
 /// One rank's handle on a board shared in memory.
@@ -247,13 +249,25 @@ impl Board for MemoryBoard {
 
     fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()> {
         let mut shared = lock(&self.shared);
+        // With a clock, the index lock is held for the call's operations on
+        // it, and a call waits for it, as on the file board (where ranks
+        // that post at once queue on it).
+        let took_at = self.clock.as_mut().map(|c| {
+            let t = c.start + (self.ops - c.ops) as f64 * c.delay + c.waited + c.extra;
+            c.waited += (shared.index_until - t).max(0.0);
+            (t.max(shared.index_until), c.delay)
+        });
         let before = shared.index.clone();
         f(&mut shared.index);
-        self.ops += if shared.index == before {
+        let ops = if shared.index == before {
             LOOK
         } else {
             LOOK + WRITE
         };
+        self.ops += ops;
+        if let Some((t, delay)) = took_at {
+            shared.index_until = t + ops as f64 * delay;
+        }
         Ok(())
     }
 
@@ -267,6 +281,11 @@ impl Board for MemoryBoard {
             }
         }
         Ok(ids)
+    }
+
+    fn peek_sos(&mut self, rank: usize) -> Result<Option<Sos>> {
+        self.ops += READ;
+        Ok(lock(&self.shared).sos.get(rank).cloned())
     }
 
     fn read_index(&mut self) -> Result<Option<OpenIndex>> {
@@ -311,5 +330,30 @@ mod tests {
             Locked::Done
         );
         assert_eq!(b.waited(), 0.0);
+    }
+
+    /// The open index's lock is timed as an SOS record's: ranks that post at
+    /// once queue on it.
+    #[test]
+    fn a_clock_holds_the_index_lock_for_the_operations_of_the_call() {
+        let mut a = MemoryBoard::new(2);
+        let mut b = a.clone();
+        a.set_clock(10.0, 0.1, 0);
+        let list = |rank| {
+            move |ix: &mut OpenIndex| {
+                ix.upsert(crate::board::OpenEntry {
+                    rank,
+                    seq: 1,
+                    forecast: 20.0,
+                    opened_at: 10.0,
+                    speed: 1.0,
+                })
+            }
+        };
+        a.with_index(&mut list(0)).unwrap();
+        b.set_clock(10.2, 0.1, 1);
+        b.with_index(&mut list(1)).unwrap();
+        assert!((b.waited() - 0.4).abs() < 1e-9, "{}", b.waited());
+        assert_eq!(b.read_index().unwrap().unwrap().entries.len(), 2);
     }
 }

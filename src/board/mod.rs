@@ -169,6 +169,13 @@ pub trait Board {
         f: &mut dyn FnMut(&mut Sos),
     ) -> Result<Locked>;
 
+    /// Read the SOS record of `rank` without its lock: a hint, for a helper
+    /// that would otherwise lock the record only to find nothing to take
+    /// (idle helpers' empty looks kept an owner out of its own record on
+    /// slow storage). `Ok(None)` when the read could not tell (caught
+    /// mid-write, or not a record of `rank`): lock and look.
+    fn peek_sos(&mut self, rank: usize) -> Result<Option<Sos>>;
+
     /// Overwrite the SOS record of `rank` under its lock without reading it:
     /// the owner's recovery from a corrupt record.
     fn reset_sos(&mut self, sos: &Sos) -> Result<()>;
