@@ -600,9 +600,9 @@ impl Balancer {
             };
             let verdict = self.end.judge.judge(words);
             let job = words.job(self.rank.topology());
-            let completed = job.completed;
+            let (completed, open) = (job.completed, job.open);
             self.rank.observe_job(now, job);
-            self.show_progress(now, completed, verdict.is_some());
+            self.show_progress(now, completed, open, verdict.is_some());
             self.end.wave = None;
             if self.deadline.is_some() {
                 self.watch_deadline(now, Some(completed), None);
@@ -624,23 +624,16 @@ impl Balancer {
     }
 
     /// Rank 0: the progress line if one is due, or the last one at the
-    /// verdict. Only the open index is read, and only for a line.
+    /// verdict, with the wave's figures (no file is read: on slow storage
+    /// a read of the open index per line delayed rank 0's own work).
     #[cold]
-    fn show_progress(&mut self, now: f64, done: u64, over: bool) {
+    fn show_progress(&mut self, now: f64, done: u64, open: u64, over: bool) {
         let Some(p) = &mut self.progress else { return };
         let total = self.rank.total();
         let line = if over {
             p.last(done, total, now)
         } else if p.due(now) {
-            let open = match &self.discovery {
-                Some(_) => self
-                    .board
-                    .read_index()
-                    .ok()
-                    .flatten()
-                    .map(|i| i.entries.len()),
-                None => None,
-            };
+            let open = (self.config.mode == Mode::Full).then_some(open as usize);
             let end = self.rank.job_end();
             let figures = Figures {
                 done,

@@ -1,7 +1,8 @@
 //! The progress line (DESIGN §12): rank 0 prints to stderr, at most every
 //! `progress` seconds (config; 0 turns it off), what the termination waves
 //! already told it: realisations done over the total, the job's forecast end
-//! as clock time and as time remaining, and the SOS files open in the index.
+//! as clock time and as time remaining, and the SOS open at the last
+//! termination wave.
 //! No collective of its own: a line is printed when a wave completes and a
 //! line is due.
 //!
