@@ -199,6 +199,50 @@ enum Steal {
     Retry,
 }
 
+/// What a helper asks of an SOS: the figures of its share besides the
+/// record's.
+struct Ask {
+    now: f64,
+    policy: HelpPolicy,
+    helper_speed: f64,
+    job_left: f64,
+    steal_cost: f64,
+    helpers: f64,
+    busy_for: f64,
+}
+
+impl Ask {
+    /// The ids to take from the SOS record `s` (0 when it is not open or
+    /// holds nothing worth a steal).
+    fn share(&self, s: &Sos) -> u64 {
+        let SosState::Open(p) = &s.state else {
+            return 0;
+        };
+        let now = self.now;
+        let others = s
+            .aids
+            .iter()
+            .map(|a| (a.speed, a.ids.len() as f64 - a.speed * (now - a.at)))
+            .collect();
+        let lease_left =
+            p.remaining.saturating_sub(p.tail.len()) as f64 - p.speed * (now - p.updated_at);
+        share(
+            self.policy,
+            &ShareInput {
+                owner_remaining: p.tail.len() as f64 + lease_left.max(0.0),
+                owner_speed: p.speed,
+                helper_speed: self.helper_speed,
+                others,
+                available: p.tail.len(),
+                job_left: self.job_left,
+                steal_cost: self.steal_cost,
+                helpers: self.helpers,
+                busy_for: self.busy_for,
+            },
+        )
+    }
+}
+
 /// The state machine of one rank.
 #[derive(Debug)]
 pub struct Rank {
@@ -657,15 +701,23 @@ impl Rank {
         // rank's last realisations would keep idle ranks waiting.
         let late = tau - self.horizon.min(self.job_end) >= threshold;
         // An open SOS is consulted at most once per interval: a check
-        // itself is free, a look at the board is not.
-        if self.sos.is_some() && now < self.last_look + self.own_period() {
+        // itself is free, a look at the board is not. Unless the lease has
+        // grown longer than the rank can use (it slowed down since, or the
+        // job's end came closer) by two consultations' worth of its work or
+        // more (two check intervals' at least): those ids belong in the
+        // tail, for helpers. On slow storage an owner posted while its
+        // speed estimate still lagged a slowdown, kept a lease it could
+        // not finish, and consulted its SOS again only seconds later.
+        let excess = self.lease.len().saturating_sub(self.lease_len(now)) as f64;
+        let give_back = excess >= 2.0 * v * self.storage_cost.max(self.params.check_interval);
+        if self.sos.is_some() && now < self.last_look + self.own_period() && !give_back {
             return Ok(());
         }
         self.last_look = now;
         match (late, self.sos.as_ref().map(|e| e.seq)) {
             (true, None) => self.post(now, v, tau, board),
             // A lease extension wrote fresh figures not long ago.
-            (true, Some(_)) if now < self.extended_at + self.own_period() => Ok(()),
+            (true, Some(_)) if now < self.extended_at + self.own_period() && !give_back => Ok(()),
             (true, Some(seq)) => self.refresh(seq, now, v, tau, board),
             (false, Some(seq)) => self.withdraw(seq, tau, board),
             // About to run out of work: take the next share now, so that
@@ -750,7 +802,7 @@ impl Rank {
             tail,
             forecast: tau,
         });
-        self.update_index(board, &mut |ix| ix.upsert(entry.clone()));
+        self.relist(board);
         Ok(())
     }
 
@@ -844,7 +896,7 @@ impl Rank {
                 if let (Some(entry), Ok(Some(index))) = (self.sos.clone(), board.read_index())
                     && !index.entries.contains(&entry)
                 {
-                    self.update_index(board, &mut |ix| ix.upsert(entry.clone()));
+                    self.relist(board);
                 }
                 Ok(())
             }
@@ -874,7 +926,7 @@ impl Rank {
                     reclaimed,
                     forecast: tau,
                 });
-                self.unlist(board);
+                self.relist(board);
                 Ok(())
             }
             Ok(Own::Lost) => self.recover(self.lost_record(), board),
@@ -920,7 +972,7 @@ impl Rank {
                 if closed {
                     self.sos = None;
                     self.events.push(Event::SosClosed { seq });
-                    self.unlist(board);
+                    self.relist(board);
                 }
                 Ok(())
             }
@@ -939,23 +991,20 @@ impl Rank {
         }
     }
 
-    fn unlist(&mut self, board: &mut dyn Board) {
-        let me = self.me;
-        self.update_index(board, &mut |ix| ix.remove(me));
-    }
-
-    /// Change the open index. It is a hint for helpers: a failure is
-    /// reported, never fatal, and a corrupt index is rebuilt empty.
-    fn update_index(
-        &mut self,
-        board: &mut dyn Board,
-        f: &mut dyn FnMut(&mut crate::board::OpenIndex),
-    ) {
-        if let Err(e) = board.with_index(f) {
+    /// Make the open index list this rank's open SOS, or no SOS of this
+    /// rank when none is open. The index is a hint for helpers: a failure
+    /// is reported, never fatal, and a corrupt index is rebuilt empty.
+    fn relist(&mut self, board: &mut dyn Board) {
+        let (me, entry) = (self.me, self.sos.clone());
+        let mut f = |ix: &mut crate::board::OpenIndex| match &entry {
+            Some(e) => ix.upsert(e.clone()),
+            None => ix.remove(me),
+        };
+        if let Err(e) = board.with_index(&mut f) {
             let corrupt = matches!(e, Error::Corrupt { .. });
             self.note_error(e, "the open index");
             if corrupt && board.reset_index().is_ok() {
-                let _ = board.with_index(f);
+                let _ = board.with_index(&mut f);
             }
         }
     }
@@ -1004,7 +1053,7 @@ impl Rank {
                 error: format!("{e}; this rank stops asking for help"),
             });
         }
-        self.unlist(board);
+        self.relist(board);
         Ok(())
     }
 
@@ -1046,7 +1095,7 @@ impl Rank {
                 self.torn_reads += 1;
                 if self.torn_reads >= 20 {
                     self.torn_reads = 0;
-                    self.update_index(board, &mut |_| {});
+                    self.relist(board);
                 }
                 return Ok(Some(now + 0.005));
             }
@@ -1131,7 +1180,8 @@ impl Rank {
                 break;
             }
             self.looks = (self.looks.0.max(d), self.looks.1 + 1);
-            match self.steal(entry.rank, now, (helpers, busy_for), board) {
+            let ask = self.ask(entry.rank, now, (helpers, busy_for));
+            match self.steal(entry.rank, &ask, board) {
                 Steal::Success(seq, ids) => {
                     self.busy_backoff = 0.0;
                     self.idle_polls = 0;
@@ -1200,42 +1250,42 @@ impl Rank {
         work / (vo + near / open.max(1) as f64 * vh) <= d as f64 * self.params.grace
     }
 
-    /// Take a share of the tail of `owner`'s open SOS and append an AID record.
+    /// What this helper asks of `owner`'s SOS at `now`: see [`Ask::share`].
     ///
     /// `queue`: the helpers the SOS may expect, and the seconds of own work
     /// this helper has before it starts on the share.
-    fn steal(&mut self, owner: usize, now: f64, queue: (f64, f64), board: &mut dyn Board) -> Steal {
-        let (helpers, busy_for) = queue;
-        let vh = self.speed.get();
-        let (me, policy) = (self.me, self.params.help_policy);
-        let d = self.topology.distance(me, owner);
-        let (job_left, steal_cost) = (self.job_left(now), self.steal_cost(d));
+    fn ask(&self, owner: usize, now: f64, queue: (f64, f64)) -> Ask {
+        let d = self.topology.distance(self.me, owner);
+        Ask {
+            now,
+            policy: self.params.help_policy,
+            helper_speed: self.speed.get(),
+            job_left: self.job_left(now),
+            steal_cost: self.steal_cost(d),
+            helpers: queue.0,
+            busy_for: queue.1,
+        }
+    }
+
+    /// Take a share of the tail of `owner`'s open SOS and append an AID
+    /// record. A read without the lock first: when it shows nothing to
+    /// take, the record is not locked.
+    fn steal(&mut self, owner: usize, ask: &Ask, board: &mut dyn Board) -> Steal {
+        match board.peek_sos(owner) {
+            Ok(Some(s)) if ask.share(&s) == 0 => return Steal::Empty,
+            Err(e) => {
+                self.note_error(e, &format!("the SOS of rank {owner}"));
+                return Steal::Empty;
+            }
+            _ => {}
+        }
+        let (me, now, vh) = (self.me, ask.now, ask.helper_speed);
         let mut taken = None;
         let r = board.with_sos(owner, Access::Try, &mut |s| {
+            let k = ask.share(s);
             let SosState::Open(p) = &mut s.state else {
                 return;
             };
-            let others = s
-                .aids
-                .iter()
-                .map(|a| (a.speed, a.ids.len() as f64 - a.speed * (now - a.at)))
-                .collect();
-            let lease_left =
-                p.remaining.saturating_sub(p.tail.len()) as f64 - p.speed * (now - p.updated_at);
-            let k = share(
-                policy,
-                &ShareInput {
-                    owner_remaining: p.tail.len() as f64 + lease_left.max(0.0),
-                    owner_speed: p.speed,
-                    helper_speed: vh,
-                    others,
-                    available: p.tail.len(),
-                    job_left,
-                    steal_cost,
-                    helpers,
-                    busy_for,
-                },
-            );
             if k == 0 {
                 return;
             }
