@@ -273,9 +273,9 @@ pub struct Rank {
     idle_since: Option<f64>,
     /// Seconds to wait before trying a busy SOS lock again (doubles while busy).
     busy_backoff: f64,
-    /// SOS (owner, sequence) found with nothing to take, and until when
-    /// not to look at them again.
-    empty: Vec<(usize, u64, f64)>,
+    /// SOS (owner, sequence) found with nothing to take or their lock
+    /// busy, until when not to look at them again, and whether busy.
+    empty: Vec<(usize, u64, f64, bool)>,
     /// The ids computed, for the audit at finalize.
     audit: Audit,
     /// Consultations of the own open SOS in a row that found no new AID.
@@ -1173,6 +1173,10 @@ impl Rank {
                 .iter()
                 .find(|e| (e.0, e.1) == (entry.rank, entry.seq))
             {
+                // A lock found busy is still waited for: its back-off goes
+                // on (a reset here made helpers retry a held lock every
+                // few milliseconds).
+                busy |= e.3;
                 wake = wake.min(e.2);
                 continue;
             }
@@ -1199,7 +1203,7 @@ impl Rank {
                 Steal::Retry => {
                     busy = true;
                     let until = now + self.storage_cost;
-                    self.empty.push((entry.rank, entry.seq, until));
+                    self.empty.push((entry.rank, entry.seq, until, true));
                 }
                 // Nothing to take until the owner's next look at its SOS,
                 // about one interval away (looking ahead, the share may
@@ -1212,7 +1216,7 @@ impl Rank {
                         _ => budget - self.steal_cost(d),
                     };
                     let until = now + self.interval();
-                    self.empty.push((entry.rank, entry.seq, until));
+                    self.empty.push((entry.rank, entry.seq, until, false));
                 }
             }
         }
@@ -1268,12 +1272,14 @@ impl Rank {
     }
 
     /// Take a share of the tail of `owner`'s open SOS and append an AID
-    /// record. A read without the lock first: when it shows nothing to
-    /// take, the record is not locked.
+    /// record. A read without the lock first, unless the last call found a
+    /// lock busy (then there was something to take, and another read per
+    /// retry is only load): when it shows nothing to take, the record is
+    /// not locked.
     fn steal(&mut self, owner: usize, ask: &Ask, board: &mut dyn Board) -> Steal {
-        match board.peek_sos(owner) {
-            Ok(Some(s)) if ask.share(&s) == 0 => return Steal::Empty,
-            Err(e) => {
+        match (self.busy_backoff == 0.0).then(|| board.peek_sos(owner)) {
+            Some(Ok(Some(s))) if ask.share(&s) == 0 => return Steal::Empty,
+            Some(Err(e)) => {
                 self.note_error(e, &format!("the SOS of rank {owner}"));
                 return Steal::Empty;
             }

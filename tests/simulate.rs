@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 use soslb::config::{Config, Mode};
+use soslb::ids::IdSet;
 use soslb::plan::HelpPolicy;
 use soslb::policy::{Event, Params};
 use soslb::scenario::{Cost, Factor, Scenario};
@@ -552,20 +553,11 @@ fn idle_polls_that_find_nothing_back_off() {
     assert!(until - t <= 1.01 * poll, "next poll {} s later", until - t);
 }
 
-/// A helper that finds an open SOS with nothing to take reads it without
-/// its lock and leaves it unlocked: idle helpers' empty looks, 0.8 s each
-/// at 0.2 s per operation, kept an owner out of its own record for
-/// seconds. With ids to take it locks the record and takes them.
-#[test]
-fn helpers_that_find_nothing_to_take_leave_the_record_unlocked() {
-    use soslb::board::{Access, Board, Locked, OpenEntry, Post, SosState, memory::MemoryBoard};
-    use soslb::ids::IdSet;
-    use soslb::policy::Step;
-    let mut board = MemoryBoard::new(2);
-    let (mut rank, t) = idle_helper(&mut board);
-    let mut owner = board.clone();
-    let open = |tail: IdSet| {
-        move |s: &mut soslb::board::Sos| {
+/// Open an SOS of rank 0 at `t` offering `tail`, and list it in the index.
+fn open_sos_of_rank_0(board: &mut soslb::board::memory::MemoryBoard, t: f64, tail: &IdSet) {
+    use soslb::board::{Access, Board, OpenEntry, Post, SosState};
+    board
+        .with_sos(0, Access::Wait, &mut |s| {
             s.seq = 1;
             s.state = SosState::Open(Post {
                 speed: 1.0,
@@ -577,12 +569,9 @@ fn helpers_that_find_nothing_to_take_leave_the_record_unlocked() {
                 updated_at: t,
                 tail: tail.clone(),
             });
-        }
-    };
-    owner
-        .with_sos(0, Access::Wait, &mut open(IdSet::new()))
+        })
         .unwrap();
-    owner
+    board
         .with_index(&mut |ix| {
             ix.upsert(OpenEntry {
                 rank: 0,
@@ -593,6 +582,20 @@ fn helpers_that_find_nothing_to_take_leave_the_record_unlocked() {
             })
         })
         .unwrap();
+}
+
+/// A helper that finds an open SOS with nothing to take reads it without
+/// its lock and leaves it unlocked: idle helpers' empty looks, 0.8 s each
+/// at 0.2 s per operation, kept an owner out of its own record for
+/// seconds. With ids to take it locks the record and takes them.
+#[test]
+fn helpers_that_find_nothing_to_take_leave_the_record_unlocked() {
+    use soslb::board::{Access, Board, Locked, memory::MemoryBoard};
+    use soslb::policy::Step;
+    let mut board = MemoryBoard::new(2);
+    let (mut rank, t) = idle_helper(&mut board);
+    let mut owner = board.clone();
+    open_sos_of_rank_0(&mut owner, t, &IdSet::new());
     let delay = 0.2;
     board.set_clock(t, delay, 1);
     let ops = board.ops();
@@ -611,10 +614,8 @@ fn helpers_that_find_nothing_to_take_leave_the_record_unlocked() {
         Locked::Done
     );
     // Ids to take: the helper locks the record and takes some.
-    owner
-        .with_sos(0, Access::Wait, &mut open(IdSet::from_range(40..50)))
-        .unwrap();
     let t = t + 10.0;
+    open_sos_of_rank_0(&mut owner, t, &IdSet::from_range(40..50));
     board.set_clock(t, delay, 1);
     assert!(matches!(
         rank.next(t, &mut board).unwrap(),
@@ -624,5 +625,33 @@ fn helpers_that_find_nothing_to_take_leave_the_record_unlocked() {
     assert_eq!(
         owner.with_sos(0, Access::Try, &mut |_| {}).unwrap(),
         Locked::Busy
+    );
+}
+
+/// A helper that finds an SOS lock held retries after a back-off that
+/// doubles up to the poll interval, also when a look at the board takes
+/// longer than the first back-off (the retry then came before the mark
+/// "busy" expired, the call found nothing to try, and the back-off started
+/// over: helpers retried a held lock every few milliseconds).
+#[test]
+fn a_helper_waiting_for_a_held_lock_backs_off_whatever_the_storage_cost() {
+    use soslb::board::memory::MemoryBoard;
+    use soslb::policy::Step;
+    let mut board = MemoryBoard::new(2).with_busy_locks(1, 7);
+    let (mut rank, mut t) = idle_helper(&mut board);
+    let poll = params(Mode::Full, HelpPolicy::Balanced).poll_interval;
+    open_sos_of_rank_0(&mut board, t, &IdSet::from_range(40..50));
+    rank.observe_storage(0.02);
+    let mut gaps = Vec::new();
+    for _ in 0..30 {
+        let Step::Idle { until } = rank.next(t, &mut board).unwrap() else {
+            panic!("took ids from a held record")
+        };
+        gaps.push(until - t);
+        t = until;
+    }
+    assert!(
+        gaps[gaps.len() - 10..].iter().all(|&g| g >= 0.99 * poll),
+        "{gaps:?}"
     );
 }
