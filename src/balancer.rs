@@ -778,6 +778,7 @@ impl Balancer {
                 }
             };
             if woken {
+                self.rank.index_changed();
                 return false;
             }
         }

@@ -307,6 +307,8 @@ pub struct Rank {
     free: bool,
     /// Open SOS at the last termination wave.
     open_sos: u64,
+    /// A watcher saw the open index change since the last look at it.
+    index_changed: bool,
     /// The chunk being computed and when it was handed out.
     out: Option<(f64, Range<u64>)>,
     progress: IdSet,
@@ -350,6 +352,7 @@ impl Rank {
             idle: Arc::default(),
             free: false,
             open_sos: 0,
+            index_changed: false,
             speed: Speed::new(params.speed_window),
             horizon: f64::INFINITY,
             next_check: params.check_interval,
@@ -439,6 +442,12 @@ impl Rank {
         }
         self.idle = job.idle;
         self.open_sos = job.open;
+    }
+
+    /// The shell saw the open index change (a watcher woke the rank): the
+    /// next look for help reads it, whatever the last wave said.
+    pub fn index_changed(&mut self) {
+        self.index_changed = true;
     }
 
     /// True once the rank has run out of its own quota (it is a helper,
@@ -1084,6 +1093,12 @@ impl Rank {
         // storage costs (a watcher still wakes the rank at once).
         let mut poll = self.params.poll_interval.max(4.0 * self.storage_cost);
         let mut wake = now + poll;
+        // The last termination wave saw no SOS open, and no watcher saw the
+        // index change since: nothing to read (idle ranks waiting for the
+        // verdict read no file).
+        if self.open_sos == 0 && !std::mem::take(&mut self.index_changed) {
+            return Ok(Some(wake));
+        }
         let index = match board.read_index() {
             Ok(Some(index)) => {
                 self.torn_reads = 0;

@@ -503,9 +503,24 @@ fn idle_helper(board: &mut soslb::board::memory::MemoryBoard) -> (soslb::policy:
     (rank, t)
 }
 
-/// An idle rank that finds no SOS polls the open index less and less often
-/// (up to eight poll intervals apart) instead of ten times a second, and
-/// comes back to the first pace when an SOS opens.
+/// A termination wave that says how many SOS are open.
+fn wave_with_open(rank: &mut soslb::policy::Rank, t: f64, open: u64) {
+    rank.observe_job(
+        t,
+        soslb::verdict::Job {
+            completed: 0,
+            speed: 1.0,
+            idle: Default::default(),
+            open,
+        },
+    );
+}
+
+/// An idle rank reads no file while the termination waves say no SOS is
+/// open (unless a watcher saw the index change). When they say one is, and
+/// its polls find nothing, it polls the open index less and less often (up
+/// to eight poll intervals apart) instead of ten times a second, and comes
+/// back to the first pace when an SOS opens.
 #[test]
 fn idle_polls_that_find_nothing_back_off() {
     use soslb::board::{Board, OpenEntry, memory::MemoryBoard};
@@ -513,6 +528,21 @@ fn idle_polls_that_find_nothing_back_off() {
     let mut board = MemoryBoard::new(2);
     let poll = params(Mode::Full, HelpPolicy::Balanced).poll_interval;
     let (mut rank, mut t) = idle_helper(&mut board);
+    let ops = board.ops();
+    for _ in 0..20 {
+        let Step::Idle { until } = rank.next(t, &mut board).unwrap() else {
+            panic!("work while nothing is open")
+        };
+        t = until;
+    }
+    assert_eq!(board.ops(), ops, "files read while no SOS is open");
+    rank.index_changed();
+    let Step::Idle { until } = rank.next(t, &mut board).unwrap() else {
+        panic!("work while nothing is open")
+    };
+    assert_eq!(board.ops(), ops + 2, "the index, after a watcher's wake");
+    t = until;
+    wave_with_open(&mut rank, t, 1);
     // Idle polls for 10 s: the pace slows down to one poll per 8 intervals.
     let mut polls = Vec::new();
     let until = t + 10.0;
@@ -526,7 +556,8 @@ fn idle_polls_that_find_nothing_back_off() {
         }
     }
     let gaps: Vec<f64> = polls.windows(2).map(|w| w[1] - w[0]).collect();
-    assert!(gaps[0] <= 1.01 * poll, "{gaps:?}");
+    // (The watcher's read found nothing too: the pace had already halved.)
+    assert!(gaps[0] <= 2.01 * poll, "{gaps:?}");
     assert!(
         gaps[gaps.len() - 3..]
             .iter()
@@ -596,6 +627,7 @@ fn helpers_that_find_nothing_to_take_leave_the_record_unlocked() {
     let (mut rank, t) = idle_helper(&mut board);
     let mut owner = board.clone();
     open_sos_of_rank_0(&mut owner, t, &IdSet::new());
+    wave_with_open(&mut rank, t, 1);
     let delay = 0.2;
     board.set_clock(t, delay, 1);
     let ops = board.ops();
@@ -641,6 +673,7 @@ fn a_helper_waiting_for_a_held_lock_backs_off_whatever_the_storage_cost() {
     let (mut rank, mut t) = idle_helper(&mut board);
     let poll = params(Mode::Full, HelpPolicy::Balanced).poll_interval;
     open_sos_of_rank_0(&mut board, t, &IdSet::from_range(40..50));
+    wave_with_open(&mut rank, t, 1);
     rank.observe_storage(0.02);
     let mut gaps = Vec::new();
     for _ in 0..30 {
