@@ -718,7 +718,8 @@ impl Rank {
         // speed estimate still lagged a slowdown, kept a lease it could
         // not finish, and consulted its SOS again only seconds later.
         let excess = self.lease.len().saturating_sub(self.lease_len(now)) as f64;
-        let give_back = excess >= 2.0 * v * self.storage_cost.max(self.params.check_interval);
+        let give_back =
+            excess > 0.0 && excess >= 2.0 * v * self.storage_cost.max(self.params.check_interval);
         if self.sos.is_some() && now < self.last_look + self.own_period() && !give_back {
             return Ok(());
         }
