@@ -523,7 +523,7 @@ fn wave_with_open(rank: &mut soslb::policy::Rank, t: f64, open: u64) {
 /// back to the first pace when an SOS opens.
 #[test]
 fn idle_polls_that_find_nothing_back_off() {
-    use soslb::board::{Board, OpenEntry, memory::MemoryBoard};
+    use soslb::board::{Board, memory::MemoryBoard};
     use soslb::policy::Step;
     let mut board = MemoryBoard::new(2);
     let poll = params(Mode::Full, HelpPolicy::Balanced).poll_interval;
@@ -567,17 +567,7 @@ fn idle_polls_that_find_nothing_back_off() {
     assert!(polls.len() < 25, "{} polls in 10 s", polls.len());
     // An SOS opens (with nothing to take yet): the next poll after it is one
     // interval later again.
-    board
-        .with_index(&mut |ix| {
-            ix.upsert(OpenEntry {
-                rank: 0,
-                seq: 1,
-                forecast: t + 5.0,
-                opened_at: t,
-                speed: 1.0,
-            })
-        })
-        .unwrap();
+    open_sos_of_rank_0(&mut board, t, &IdSet::new());
     let Step::Idle { until } = rank.next(t, &mut board).unwrap() else {
         panic!("took ids")
     };
