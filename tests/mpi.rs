@@ -146,10 +146,12 @@ fn the_plan_follows_the_measured_speeds_on_8_ranks() {
             "rank {r}: planned {} for {exact:.2}",
             planned[r]
         );
-        // The measured speed is the emulated one (sleeps are a little long).
+        // The measured speed is the emulated one (sleeps are a little long:
+        // with two MPI jobs of the suite at once on two cores, up to a fifth
+        // longer; one CI run measured 0.845).
         let ratio = speeds[r] / run.rank(r, "true_speed");
         assert!(
-            (0.85..=1.02).contains(&ratio),
+            (0.80..=1.02).contains(&ratio),
             "rank {r}: measured/true speed {ratio:.3}"
         );
     }
