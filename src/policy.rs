@@ -16,7 +16,6 @@ use crate::plan::{HelpPolicy, Plan, ShareInput, WarmupReport, initial_block, res
 use crate::speed::{Speed, forecast};
 use crate::topology::{IdleMap, Topology};
 use crate::verdict::{Audit, Job};
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -1155,24 +1154,16 @@ impl Rank {
         let mut budget = self.params.poll_interval;
         let mut empty_looks = 0;
         // Open SOS per host and per site: the nearer helpers share themselves
-        // among those (counted when first needed).
-        let topology = self.topology.clone();
-        let mut counts: Option<HashMap<(u8, &str), usize>> = None;
-        let place = |d: u8, r: usize| match d {
-            1 => (1, topology.host(r)),
-            _ => (2, topology.site(r)),
-        };
+        // among those (counted when first needed, as the waves count free
+        // ranks).
+        let mut owners: Option<IdleMap> = None;
         for (d, entry) in candidates {
             let open = || {
-                let counts = counts.get_or_insert_with(|| {
-                    let mut counts = HashMap::new();
-                    for e in index.entries.iter().filter(|e| e.rank < topology.ranks()) {
-                        *counts.entry(place(1, e.rank)).or_insert(0) += 1;
-                        *counts.entry(place(2, e.rank)).or_insert(0) += 1;
-                    }
-                    counts
+                let map = owners.get_or_insert_with(|| {
+                    self.topology
+                        .idle_map(0, index.entries.iter().map(|e| e.rank))
                 });
-                counts.get(&place(d, entry.rank)).copied().unwrap_or(1)
+                self.topology.free_nearer(map, entry.rank, d) as usize
             };
             let grace = if d > 0 && self.nearer_can_close(entry, d, open) {
                 d as f64 * self.params.grace

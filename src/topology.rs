@@ -135,7 +135,8 @@ impl Topology {
     }
 
     /// Free ranks (in `map`) nearer to `owner` than distance `d`: the
-    /// helpers that go before one at distance `d`.
+    /// helpers that go before one at distance `d`. (A map of other ranks,
+    /// such as the owners of open SOS, counts those the same way.)
     pub fn free_nearer(&self, map: &IdleMap, owner: usize, d: u8) -> u32 {
         let at = |v: &[u32], ix: &[u32]| v.get(ix[owner] as usize).copied().unwrap_or(0);
         match d {
@@ -147,7 +148,7 @@ impl Topology {
 
     /// The lowest rank on another host than `r`, if any.
     pub fn first_remote(&self, r: usize) -> Option<usize> {
-        (0..self.ranks()).find(|&o| self.hosts[o] != self.hosts[r])
+        (0..self.ranks()).find(|&o| self.host_ix[o] != self.host_ix[r])
     }
 }
 
