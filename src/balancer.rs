@@ -6,7 +6,7 @@
 use crate::board::Board;
 use crate::board::file::{self, FileBoard, JobInfo};
 use crate::board::watch::Discovery;
-use crate::comm::{Comm, Wave, check_mpi};
+use crate::comm::{Comm, Gather, Wave, check_mpi};
 use crate::config::{self, Config, Mode};
 use crate::deadline::{self, Deadline};
 use crate::error::{Error, Result, code};
@@ -90,6 +90,8 @@ struct Termination {
     /// The warm-up exchange is behind (or there is none). Waves start only
     /// then, so that every rank makes the collectives in the same order.
     exchanged: bool,
+    /// The warm-up exchange in flight, while this rank computes its reserve.
+    gather: Option<Gather>,
     /// This rank's own failure (code, message), announced with the next wave.
     failure: Option<(i32, String)>,
     /// The program asked to stop.
@@ -312,6 +314,7 @@ impl Balancer {
             next_wave: 0.0,
             next_test: 0.0,
             exchanged: !rank.in_warmup(),
+            gather: None,
             failure: None,
             stop: false,
             verdict: None,
@@ -382,6 +385,14 @@ impl Balancer {
             return self.outcome();
         }
         loop {
+            if self.end.gather.is_some() {
+                if let Err(e) = self.end_exchange(false) {
+                    return self.fail_and_conclude(e);
+                }
+                if self.end.verdict.is_some() {
+                    return self.outcome();
+                }
+            }
             let ops = self.board.ops();
             let step = self.rank.next(now, &mut self.board);
             let logged = self.rank.has_events();
@@ -412,8 +423,9 @@ impl Balancer {
                         None => ids,
                     }));
                 }
-                Ok(Step::Exchange(report)) => {
-                    if let Err(e) = self.exchange(&report) {
+                Ok(Step::Exchange(report)) => self.start_exchange(&report),
+                Ok(Step::AwaitPlan) => {
+                    if let Err(e) = self.end_exchange(true) {
                         return self.fail_and_conclude(e);
                     }
                     if self.end.verdict.is_some() {
@@ -560,8 +572,11 @@ impl Balancer {
     /// exchange if it is still ahead, then waves.
     fn conclude(&mut self) {
         if !self.end.exchanged {
-            let report = self.rank.warmup_report();
-            if let Err(e) = self.exchange(&report) {
+            if self.end.gather.is_none() {
+                let report = self.rank.warmup_report(self.now());
+                self.start_exchange(&report);
+            }
+            if let Err(e) = self.end_exchange(true) {
                 self.fail(e);
             }
         }
@@ -725,22 +740,42 @@ impl Balancer {
         self.monitor.flush_lazily();
     }
 
-    /// Algorithm 1's collective: every rank's warm-up report and status.
-    /// A failed or stopping rank makes it a verdict; else the plan applies.
-    fn exchange(&mut self, report: &WarmupReport) -> Result<()> {
-        let status = self.status();
+    /// Join Algorithm 1's collective with this rank's warm-up report and
+    /// status; the rank computes its reserve until it completes.
+    fn start_exchange(&mut self, report: &WarmupReport) {
         let mut words = report.to_words().to_vec();
-        words.push(status.flags());
-        // Sleep while the slowest rank finishes its warm-up, then gather.
-        self.comm.quiet_barrier();
-        let all = self.comm.all_gather(&words);
+        words.push(self.status().flags());
+        self.end.gather = Some(self.comm.start_gather(words));
+    }
+
+    /// Once the collective has completed (at once if `wait`, sleeping
+    /// until then): every rank's warm-up report and status. A failed or
+    /// stopping rank makes it a verdict; else the plan applies.
+    fn end_exchange(&mut self, wait: bool) -> Result<()> {
+        let Some(gather) = &mut self.end.gather else {
+            return Ok(());
+        };
+        let all = if wait {
+            gather.wait().to_vec()
+        } else {
+            match gather.test() {
+                Some(all) => all.to_vec(),
+                None => return Ok(()),
+            }
+        };
+        self.end.gather = None;
         self.end.exchanged = true;
         let ranks = self.comm.size();
         let mut reduced = Words::zero(ranks);
         let mut reports = Vec::with_capacity(ranks);
-        for (r, w) in all.chunks_exact(words.len()).enumerate() {
-            let report = WarmupReport::from_words([w[0], w[1], w[2], w[3]]);
-            let status = Status::from_flags(report.done, w[4]);
+        for (r, w) in all.chunks_exact(WarmupReport::WORDS + 1).enumerate() {
+            let (words, flags) = w.split_at(WarmupReport::WORDS);
+            let report = WarmupReport::from_words(
+                words
+                    .try_into()
+                    .map_err(|_| Error::Internal("a warm-up report of the wrong length".into()))?,
+            );
+            let status = Status::from_flags(report.done, flags[0]);
             reduced.merge(&Words::of(&status, r, ranks));
             reports.push(report);
         }

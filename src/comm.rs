@@ -105,6 +105,45 @@ impl Drop for Wave {
     }
 }
 
+/// An `MPI_Iallgather` of `u64` words in flight (the warm-up exchange).
+///
+/// As with [`Wave`], the buffers are heap allocations owned here until the
+/// gather completes; one dropped unfinished leaks them.
+pub struct Gather {
+    send: Vec<u64>,
+    recv: Vec<u64>,
+    reqs: [MPI_Request; 1],
+    complete: bool,
+}
+
+impl Gather {
+    /// Every rank's words, rank by rank, once every rank has joined.
+    pub fn test(&mut self) -> Option<&[u64]> {
+        if !self.complete {
+            self.complete = test_raw(&mut self.reqs);
+        }
+        self.complete.then_some(&self.recv[..])
+    }
+
+    /// [`Gather::test`] until complete, sleeping between tests (up to 2 ms).
+    pub fn wait(&mut self) -> &[u64] {
+        if !self.complete {
+            wait_raw(&mut self.reqs, Duration::from_millis(2));
+            self.complete = true;
+        }
+        &self.recv
+    }
+}
+
+impl Drop for Gather {
+    fn drop(&mut self) {
+        if !self.complete && !mpi::environment::is_finalized() {
+            std::mem::forget(std::mem::take(&mut self.send));
+            std::mem::forget(std::mem::take(&mut self.recv));
+        }
+    }
+}
+
 impl Comm {
     /// Duplicate `comm` (`MPI_Comm_dup`).
     pub fn duplicate<C: Communicator>(comm: &C) -> Comm {
@@ -245,6 +284,34 @@ impl Comm {
         let mut all = vec![0u64; words.len() * self.size];
         self.comm.all_gather_into(words, &mut all[..]);
         all
+    }
+
+    /// Start an `MPI_Iallgather` of `words` (the same length on every rank).
+    pub fn start_gather(&self, words: Vec<u64>) -> Gather {
+        let mut recv = vec![0u64; words.len() * self.size];
+        // SAFETY: MPI_REQUEST_NULL is a plain handle value.
+        let mut reqs = [unsafe { mpi::ffi::RSMPI_REQUEST_NULL }];
+        // SAFETY: the buffers are heap allocations owned by the returned
+        // Gather, which keeps them (or leaks them) until the request
+        // completes; the datatype is a predefined handle.
+        unsafe {
+            mpi::ffi::MPI_Iallgather(
+                words.as_ptr().cast(),
+                words.len() as i32,
+                mpi::ffi::RSMPI_UINT64_T,
+                recv.as_mut_ptr().cast(),
+                words.len() as i32,
+                mpi::ffi::RSMPI_UINT64_T,
+                self.comm.as_raw(),
+                &mut reqs[0],
+            );
+        }
+        Gather {
+            send: words,
+            recv,
+            reqs,
+            complete: false,
+        }
     }
 
     /// Allgather of short strings (longer ones are cut at `max` bytes).

@@ -25,28 +25,46 @@ pub struct WarmupReport {
     pub done: u64,
     /// Measured speed `v_i`, realisations per second of computing.
     pub speed: f64,
-    /// The unfinished tail of the rank's block.
+    /// The unfinished tail of the rank's block, pooled by the plan.
     pub tail: Range<u64>,
+    /// Ids of the block the rank keeps and computes while the exchange
+    /// completes (its reserve): neither done nor in the tail.
+    pub reserved: u64,
+    /// When the rank reported, seconds since the job's start.
+    pub at: f64,
 }
 
 impl WarmupReport {
+    /// The length of [`WarmupReport::to_words`].
+    pub const WORDS: usize = 6;
+
     /// Fixed-size form for the collective.
-    pub fn to_words(&self) -> [u64; 4] {
+    pub fn to_words(&self) -> [u64; Self::WORDS] {
         [
             self.done,
             self.speed.to_bits(),
             self.tail.start,
             self.tail.end,
+            self.reserved,
+            self.at.to_bits(),
         ]
     }
 
     /// Inverse of [`WarmupReport::to_words`].
-    pub fn from_words(w: [u64; 4]) -> Self {
+    pub fn from_words(w: [u64; Self::WORDS]) -> Self {
         WarmupReport {
             done: w[0],
             speed: f64::from_bits(w[1]),
             tail: w[2]..w[3],
+            reserved: w[4],
+            at: f64::from_bits(w[5]),
         }
+    }
+
+    /// The reserve this rank has left when the last report is made at
+    /// `end`, at its speed (none once used up).
+    fn reserve_left(&self, end: f64) -> f64 {
+        (self.reserved as f64 - usable(self.speed) * (end - self.at).max(0.0)).max(0.0)
     }
 }
 
@@ -57,7 +75,11 @@ pub struct Plan {
     pub quotas: Vec<IdSet>,
     /// `y_i`: the number of ids in each quota; `Σ y_i = Y`.
     pub shares: Vec<u64>,
-    /// `t2 = Y / Σv`: seconds from the plan to the horizon `T_e`.
+    /// `r_i`: the reserve each rank has left at the last report, as the
+    /// plan counts it (estimated at the rank's speed).
+    pub kept: Vec<u64>,
+    /// `t2`: seconds from the last report to the horizon `T_e`, when every
+    /// rank ends its reserve and quota together (`Y / Σv` without reserves).
     pub duration: f64,
 }
 
@@ -98,11 +120,15 @@ pub fn largest_remainder(amount: u64, weights: &[f64]) -> Vec<u64> {
 
 /// Algorithm 1: the plan every rank computes from the gathered warm-up reports.
 ///
-/// `Y` is the number of ids left in the tails; `y_i = Y·v_i/Σv` rounded by
-/// largest remainder; the tails, in id order, are cut into consecutive pieces
-/// of sizes `y_0, y_1, …`.
+/// `Y` is the number of ids left in the tails. Without reserves,
+/// `y_i = Y·v_i/Σv`. A rank that kept a reserve computes it while the
+/// exchange completes; at the last report it has `r_i` of it left
+/// (estimated at its speed), and the shares make every rank end together:
+/// `y_i + r_i = (Y + Σr)·v_i/Σv` (see [`split`]). The shares are rounded by
+/// largest remainder, and the tails, in id order, are cut into consecutive
+/// pieces of sizes `y_0, y_1, …`.
 pub fn rescale(reports: &[WarmupReport]) -> Plan {
-    let speeds: Vec<f64> = reports.iter().map(|r| r.speed).collect();
+    let speeds: Vec<f64> = reports.iter().map(|r| usable(r.speed)).collect();
     let mut tails: Vec<Range<u64>> = reports
         .iter()
         .map(|r| r.tail.clone())
@@ -110,7 +136,15 @@ pub fn rescale(reports: &[WarmupReport]) -> Plan {
         .collect();
     tails.sort_by_key(|t| t.start);
     let remaining: u64 = tails.iter().map(|t| t.end - t.start).sum();
-    let shares = largest_remainder(remaining, &speeds);
+    let last = reports
+        .iter()
+        .map(|r| r.at)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let kept: Vec<u64> = reports
+        .iter()
+        .map(|r| r.reserve_left(last).round() as u64)
+        .collect();
+    let (shares, duration) = split(remaining, &speeds, &kept);
     // One pass over the tails (a pool drained from its front cost O(P²)
     // per plan, which the simulator pays on every rank).
     let mut runs = tails.into_iter();
@@ -130,16 +164,52 @@ pub fn rescale(reports: &[WarmupReport]) -> Plan {
             quota
         })
         .collect();
-    let total_speed: f64 = speeds.iter().copied().map(usable).sum();
-    let duration = if total_speed > 0.0 {
-        remaining as f64 / total_speed
-    } else {
-        0.0
-    };
     Plan {
         quotas,
         shares,
+        kept,
         duration,
+    }
+}
+
+/// The shares of `remaining` pooled ids, and the seconds to their common
+/// end: each rank's reserve `kept` and share together in proportion to its
+/// speed, rounded by largest remainder. A rank whose reserve alone lasts
+/// beyond the common end gets no share, and the others split the pool
+/// again. Equal shares when no rank has a speed.
+fn split(remaining: u64, speeds: &[f64], kept: &[u64]) -> (Vec<u64>, f64) {
+    let mut active: Vec<bool> = speeds.iter().map(|&v| v > 0.0).collect();
+    if !active.contains(&true) {
+        return (largest_remainder(remaining, speeds), 0.0);
+    }
+    loop {
+        let weights: Vec<f64> = speeds
+            .iter()
+            .zip(&active)
+            .map(|(&v, &a)| if a { v } else { 0.0 })
+            .collect();
+        let pool = remaining
+            + kept
+                .iter()
+                .zip(&active)
+                .filter(|(_, a)| **a)
+                .map(|(k, _)| k)
+                .sum::<u64>();
+        let totals = largest_remainder(pool, &weights);
+        let mut over = false;
+        for (i, a) in active.iter_mut().enumerate() {
+            if *a && totals[i] < kept[i] {
+                (*a, over) = (false, true);
+            }
+        }
+        if !over {
+            let shares = totals
+                .iter()
+                .zip(kept.iter().zip(&active))
+                .map(|(t, (k, a))| if *a { t - k } else { 0 })
+                .collect();
+            return (shares, pool as f64 / weights.iter().sum::<f64>());
+        }
     }
 }
 
@@ -259,6 +329,8 @@ mod tests {
                     done: x,
                     speed: speeds[i],
                     tail: b.start + x..b.end,
+                    reserved: 0,
+                    at: 1.0,
                 }
             })
             .collect()
@@ -342,6 +414,30 @@ mod tests {
         let plan = rescale(&reps);
         assert_eq!(plan.shares, vec![334, 333, 333]);
         assert_eq!(plan.duration, 0.0);
+        assert_partition(&reps, &plan);
+    }
+
+    #[test]
+    fn reserves_left_at_the_last_report_are_worked_in() {
+        // Two ranks of speed 10 kept 10 ids each. Rank 0 reported at 1 s
+        // and has used its reserve by the last report (rank 1's, at 2 s);
+        // rank 1 still has all of it: rank 1 gets 10 ids fewer, and both
+        // end 10.5 s after the last report.
+        let mut reps = reports(220, &[0, 0], &[10.0, 10.0]);
+        for (r, at) in reps.iter_mut().zip([1.0, 2.0]) {
+            r.tail.start += 10;
+            (r.reserved, r.at) = (10, at);
+        }
+        let plan = rescale(&reps);
+        assert_eq!(plan.shares, vec![105, 95]);
+        assert!((plan.duration - 10.5).abs() < 1e-12);
+        assert_partition(&reps, &plan);
+        // A reserve that lasts beyond the common end: that rank gets nothing.
+        reps[1].reserved = 110;
+        reps[1].tail.start = 220;
+        let plan = rescale(&reps);
+        assert_eq!(plan.shares, vec![100, 0]);
+        assert!((plan.duration - 10.0).abs() < 1e-12);
         assert_partition(&reps, &plan);
     }
 

@@ -64,8 +64,12 @@ pub enum Step {
     /// Compute these ids, then call [`Rank::next`] again.
     Compute(Range<u64>),
     /// The warm-up is over: gather every rank's report (one collective) and
-    /// pass them to [`Rank::apply_plan`].
+    /// pass them to [`Rank::apply_plan`]. Meanwhile the rank computes its
+    /// reserve: call [`Rank::next`] again.
     Exchange(WarmupReport),
+    /// The reserve is done and the plan has not come yet: wait for the
+    /// exchange to complete, apply the plan, then call [`Rank::next`] again.
+    AwaitPlan,
     /// No work now. Wait until `until` (seconds since the start) or until the
     /// open index changes, then call [`Rank::next`] again; a rank that stays
     /// idle is ready to terminate.
@@ -157,7 +161,8 @@ pub struct RankReport {
     pub busy: f64,
     /// Speed at the end of the warm-up.
     pub warmup_speed: f64,
-    /// Quota given by Algorithm 1.
+    /// The ids Algorithm 1 counted on: the quota it gave, and the reserve
+    /// it counted as left (what the rank kept for the warm-up exchange).
     pub planned: u64,
     /// Horizon `T_e`, seconds since the start.
     pub horizon: f64,
@@ -514,16 +519,16 @@ impl Rank {
             self.progress.insert(chunk);
         }
         match self.phase {
-            Phase::Exchanging => {
-                return Err(Error::State(
-                    "the warm-up exchange is not finished: apply the plan first".into(),
-                ));
-            }
+            Phase::Exchanging if self.lease.is_empty() => return Ok(Step::AwaitPlan),
             Phase::Warmup
                 if self.lease.is_empty()
                     || (now >= self.params.warmup && self.speed.done() > 0) =>
             {
-                return Ok(Step::Exchange(self.warmup_report()));
+                // Keep computing while the slower ranks reach the exchange:
+                // a warm-up's worth of work at the measured speed.
+                self.speed.update();
+                let keep = (self.speed.get() * self.params.warmup).ceil() as u64;
+                return Ok(Step::Exchange(self.report_warmup(now, keep)));
             }
             _ => {}
         }
@@ -553,17 +558,28 @@ impl Rank {
         }
     }
 
-    /// End the warm-up: this rank's report for the exchange (also when the
-    /// rank leaves early; then its unfinished block is in the report).
-    pub fn warmup_report(&mut self) -> WarmupReport {
-        self.phase = Phase::Exchanging;
+    /// End the warm-up of a rank that leaves early: its report for the
+    /// exchange, with its whole unfinished block in the tail.
+    pub fn warmup_report(&mut self, now: f64) -> WarmupReport {
         self.speed.update();
+        self.report_warmup(now, 0)
+    }
+
+    /// End the warm-up: the report for the exchange. The first `keep` ids
+    /// left of the block are the rank's reserve, which it computes while
+    /// the exchange completes; the rest is the tail the plan pools.
+    fn report_warmup(&mut self, now: f64, keep: u64) -> WarmupReport {
+        self.phase = Phase::Exchanging;
         let block = initial_block(self.total, self.topology.ranks(), self.me);
+        let reserve = self.lease.take_front(keep);
         let tail = self.lease.ranges().next().unwrap_or(block.end..block.end);
+        self.lease = reserve;
         WarmupReport {
             done: self.speed.done(),
             speed: self.speed.get(),
             tail,
+            reserved: self.lease.len(),
+            at: now,
         }
     }
 
@@ -590,7 +606,7 @@ impl Rank {
         }
         let accounted: u64 = reports
             .iter()
-            .map(|r| r.done + (r.tail.end - r.tail.start))
+            .map(|r| r.done + (r.tail.end - r.tail.start) + r.reserved)
             .sum();
         if reports.len() != self.topology.ranks() || accounted != self.total {
             return Err(Error::Internal(format!(
@@ -602,12 +618,18 @@ impl Rank {
         let Some(quota) = plan.quotas.get(self.me) else {
             return Err(Error::Internal("a plan without this rank's quota".into()));
         };
-        self.lease = quota.clone();
-        self.horizon = now + plan.duration;
+        // The reserve left, then the quota.
+        self.lease.extend(quota);
+        // The plan's common end is counted from the last report.
+        let last = reports
+            .iter()
+            .map(|r| r.at)
+            .fold(f64::NEG_INFINITY, f64::max);
+        self.horizon = last.min(now) + plan.duration;
         self.phase = Phase::Running;
         self.next_check = now;
         self.report.warmup_speed = reports[self.me].speed;
-        self.report.planned = self.lease.len();
+        self.report.planned = quota.len() + plan.kept.get(self.me).copied().unwrap_or(0);
         self.report.horizon = self.horizon;
         self.events.push(Event::Plan {
             quota: self.lease.clone(),

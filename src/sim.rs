@@ -94,8 +94,8 @@ pub struct Outcome {
 enum State {
     /// Will call `next` at this time.
     Ready(f64),
-    /// Entered the warm-up exchange at this time.
-    Exchanging(f64),
+    /// Computed its reserve, waits for the warm-up exchange.
+    AwaitingPlan,
     /// Terminated at this time.
     Done(f64),
 }
@@ -120,11 +120,6 @@ impl Ord for Time {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.0.total_cmp(&other.0)
     }
-}
-
-/// The latest time `pick` finds among the ranks' states (0 if none).
-fn latest(state: &[State], pick: impl Fn(&State) -> Option<f64>) -> f64 {
-    state.iter().filter_map(pick).fold(0.0, f64::max)
 }
 
 /// Run `scenario` on `scenario.ranks` simulated ranks.
@@ -266,11 +261,13 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 finish[i] = now + (t - now) * (1.0 + jitter);
                 State::Ready(finish[i])
             }
+            // The rank computes its reserve while the others report.
             Step::Exchange(report) => {
                 reports[i] = Some(report);
                 exchanging += 1;
-                State::Exchanging(now + storage)
+                State::Ready(now + storage)
             }
+            Step::AwaitPlan => State::AwaitingPlan,
             Step::Idle { until } => {
                 // As the shell: the ids finished since the last check are
                 // logged when the rank runs out of work.
@@ -300,24 +297,20 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             }
         }
         if exchanging == p {
-            // The collective completes when the last rank enters it.
+            // The collective completes when the last rank enters it (now);
+            // the ranks still computing their reserve go on.
             exchanging = 0;
             let all: Vec<WarmupReport> = reports.iter_mut().filter_map(Option::take).collect();
-            let at = latest(&state, |s| {
-                if let State::Exchanging(t) = s {
-                    Some(*t)
-                } else {
-                    None
-                }
-            });
             let plan = crate::plan::rescale(&all);
             for (k, rank) in ranks.iter_mut().enumerate() {
-                rank.apply_planned(&all, &plan, at)?;
-                events[k].extend(rank.drain_events().map(|e| (at, e)));
-                state[k] = State::Ready(at);
-                calls[k] += 1;
-                rng = splitmix64(rng);
-                queue.push(Reverse((Time(at), rng, k, calls[k])));
+                rank.apply_planned(&all, &plan, now)?;
+                events[k].extend(rank.drain_events().map(|e| (now, e)));
+                if state[k] == State::AwaitingPlan {
+                    state[k] = State::Ready(now);
+                    calls[k] += 1;
+                    rng = splitmix64(rng);
+                    queue.push(Reverse((Time(now), rng, k, calls[k])));
+                }
             }
         }
     }

@@ -289,6 +289,42 @@ fn on_slow_storage_helpers_take_their_next_share_before_they_run_dry() {
     assert!(ahead > 0, "no helper looked ahead");
 }
 
+/// The ranks that reach the warm-up exchange first do not wait for the
+/// last: they compute their reserve meanwhile, and the plan counts what is
+/// left of it. Rank 3 is slowed 20 times from just before the end of the
+/// warm-up until 2 s, so that its last warm-up realisation ends about
+/// 0.2 s late; mode warmup (the plan alone): ranks 0 to 2 compute nearly
+/// all the time and end together.
+#[test]
+fn the_first_ranks_at_the_warm_up_exchange_compute_while_they_wait() {
+    let mut s = scenario(4, 1200, vec![1.0], None, None);
+    s.speed.push(Factor::Step {
+        at: 0.49,
+        until: Some(2.0),
+        from_rank: 3,
+        to_rank: None,
+        factor: 0.05,
+    });
+    let out = sim::simulate(
+        &s,
+        &params(Mode::Warmup, HelpPolicy::Balanced),
+        &Options::default(),
+    )
+    .unwrap();
+    assert_exactly_once(&out);
+    let plan_at = out.events[0]
+        .iter()
+        .find_map(|(t, e)| matches!(e, Event::Plan { .. }).then_some(*t))
+        .expect("no plan");
+    assert!(plan_at > 0.6, "the slowed rank reported at {plan_at:.3} s");
+    for r in 0..3 {
+        let busy = out.reports[r].busy / out.finish[r];
+        assert!(busy > 0.97, "rank {r} computed {busy:.3} of its time");
+        let gap = (out.finish[r] - out.finish[0]).abs();
+        assert!(gap < 0.05, "rank {r} ended {gap:.3} s from rank 0");
+    }
+}
+
 /// A step slowdown after the warm-up opens SOS files that helpers serve.
 #[test]
 fn a_rank_that_becomes_slow_gets_help() {
@@ -498,6 +534,8 @@ fn idle_helper(board: &mut soslb::board::memory::MemoryBoard) -> (soslb::policy:
         done: 10,
         speed: 1e9,
         tail: 10..50,
+        reserved: 0,
+        at: t,
     };
     rank.apply_plan(&[other, report], t).unwrap();
     (rank, t)
