@@ -261,6 +261,11 @@ pub struct ShareInput {
     /// rank that looks ahead while it still computes): the share ends at
     /// the common end all the same.
     pub busy_for: f64,
+    /// Seconds by which the helper's last realisation may run past its mean
+    /// time (a few standard deviations of its realisations' times): the
+    /// share ends that much before the job's forecast end, so that the last
+    /// realisations go to the ranks that finish them soonest.
+    pub risk: f64,
 }
 
 /// The number of ids a helper takes; zero means "do not take".
@@ -305,7 +310,7 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         // A forecast end already past is stale (the next wave renews it).
         if s.job_left > 0.0 {
             let queue = s.steal_cost * (s.helpers.max(1.0) + 1.0) / 2.0;
-            end = end.min((s.job_left + queue).max(2.0 * s.steal_cost));
+            end = end.min((s.job_left + queue - s.risk.max(0.0)).max(2.0 * s.steal_cost));
         }
         if r / vj > 3.0 * s.steal_cost {
             end = end.max(5.0 * s.steal_cost);
@@ -478,6 +483,7 @@ mod tests {
             steal_cost: 0.0,
             helpers: 1.0,
             busy_for: 0.0,
+            risk: 0.0,
         }
     }
 
@@ -527,6 +533,22 @@ mod tests {
         let mut s = input(10.0, 25.0, 50.0, vec![]);
         s.steal_cost = 0.4;
         assert_eq!(share(HelpPolicy::Balanced, &s), 0);
+    }
+
+    #[test]
+    fn a_helper_whose_realisations_vary_ends_its_share_early() {
+        // Job forecast to end in 1 s: a helper whose last realisation may
+        // run 0.4 s long takes 0.6 s of work; one whose may run past the
+        // end takes nothing (faster ranks finish those realisations).
+        let mut s = input(300.0, 25.0, 50.0, vec![]);
+        s.job_left = 1.0;
+        s.risk = 0.4;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 30);
+        s.risk = 1.5;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 0);
+        // Far from the job's end, the policy's share is untouched.
+        s.job_left = 100.0;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 200);
     }
 
     #[test]

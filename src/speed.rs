@@ -14,6 +14,9 @@ pub struct Speed {
     window: f64,
     busy: f64,
     done: u64,
+    /// Σ busy²/n over the chunks: with `busy` and `done`, the spread of
+    /// one realisation's time.
+    squares: f64,
     samples: VecDeque<(f64, u64)>,
     estimate: f64,
 }
@@ -25,6 +28,7 @@ impl Speed {
             window,
             busy: 0.0,
             done: 0,
+            squares: 0.0,
             samples: VecDeque::from([(0.0, 0)]),
             estimate: 0.0,
         }
@@ -35,6 +39,9 @@ impl Speed {
     pub fn record(&mut self, busy: f64, n: u64) {
         self.busy += busy;
         self.done += n;
+        if n > 0 {
+            self.squares += busy * busy / n as f64;
+        }
     }
 
     /// Realisations done so far.
@@ -45,6 +52,20 @@ impl Speed {
     /// Seconds spent computing so far.
     pub fn busy(&self) -> f64 {
         self.busy
+    }
+
+    /// The standard deviation of one realisation's time, seconds, over the
+    /// whole run (the realisations of a chunk counted as equally long, so
+    /// chunks of many realisations hide some of it): realisations of random
+    /// cost, and changes of speed, make it large.
+    pub fn spread(&self) -> f64 {
+        if self.done < 2 {
+            return 0.0;
+        }
+        let mean = self.busy / self.done as f64;
+        (self.squares / self.done as f64 - mean * mean)
+            .max(0.0)
+            .sqrt()
     }
 
     /// Take a sample and refresh the estimate; returns it.
@@ -111,6 +132,26 @@ mod tests {
             s.update();
         }
         assert!((s.get() - 20.0).abs() < 1e-9, "{}", s.get());
+    }
+
+    #[test]
+    fn the_spread_of_realisation_times_is_measured() {
+        let mut s = Speed::new(1.0);
+        assert_eq!(s.spread(), 0.0);
+        // Equal times: no spread; one realisation in two taking 0.3 s
+        // instead of 0.1 s: a standard deviation of 0.1 s.
+        for _ in 0..10 {
+            s.record(0.1, 1);
+        }
+        assert!(s.spread() < 1e-6);
+        for _ in 0..10 {
+            s.record(0.3, 1);
+        }
+        assert!((s.spread() - 0.1).abs() < 1e-9, "{}", s.spread());
+        // A chunk's realisations count as equally long.
+        let mut c = Speed::new(1.0);
+        c.record(0.4, 4);
+        assert!(c.spread() < 1e-6);
     }
 
     #[test]
