@@ -129,8 +129,12 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
 }
 
 fn leave(rank: usize, at: &str, when: &str) {
+    leave_in("speeds8", rank, at, when);
+}
+
+fn leave_in(scenario: &str, rank: usize, at: &str, when: &str) {
     let arg = format!("{rank}:{at}");
-    let job = emulate(8, "speeds8", &["--leave", &arg], &[]);
+    let job = emulate(8, scenario, &["--leave", &arg], &[]);
     let text = format!("rank {rank} failed: soslb_finalize was called{when}");
     job.assert_every_rank_failed_with(8, 8, &text);
     assert!(job.stderr.contains("still owned"), "{job}");
@@ -151,6 +155,14 @@ fn a_rank_that_leaves_after_the_warmup_is_an_error_on_every_rank() {
 #[test]
 fn a_rank_that_leaves_during_the_warmup_is_an_error_on_every_rank() {
     leave(3, "0.2", " during the warm-up");
+}
+
+/// Rank 3 leaves while it computes its reserve and the warm-up exchange
+/// is still in flight (rank 7 reaches it late): it waits for the exchange,
+/// then the waves tell every rank.
+#[test]
+fn a_rank_that_leaves_while_the_warmup_exchange_is_in_flight_is_an_error_on_every_rank() {
+    leave_in("late8", 3, "0.7", " during the warm-up");
 }
 
 #[test]
