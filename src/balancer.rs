@@ -752,18 +752,14 @@ impl Balancer {
     /// until then): every rank's warm-up report and status. A failed or
     /// stopping rank makes it a verdict; else the plan applies.
     fn end_exchange(&mut self, wait: bool) -> Result<()> {
-        let Some(gather) = &mut self.end.gather else {
+        let Some(mut gather) = self.end.gather.take() else {
             return Ok(());
         };
-        let all = if wait {
-            gather.wait().to_vec()
-        } else {
-            match gather.test() {
-                Some(all) => all.to_vec(),
-                None => return Ok(()),
-            }
-        };
-        self.end.gather = None;
+        if !wait && gather.test().is_none() {
+            self.end.gather = Some(gather);
+            return Ok(());
+        }
+        let all = gather.wait();
         self.end.exchanged = true;
         let ranks = self.comm.size();
         let mut reduced = Words::zero(ranks);

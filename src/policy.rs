@@ -534,9 +534,7 @@ impl Rank {
             {
                 // Keep computing while the slower ranks reach the exchange:
                 // a warm-up's worth of work at the measured speed.
-                self.speed.update();
-                let keep = (self.speed.get() * self.params.warmup).ceil() as u64;
-                return Ok(Step::Exchange(self.report_warmup(now, keep)));
+                return Ok(Step::Exchange(self.report_warmup(now, self.params.warmup)));
             }
             _ => {}
         }
@@ -569,15 +567,16 @@ impl Rank {
     /// End the warm-up of a rank that leaves early: its report for the
     /// exchange, with its whole unfinished block in the tail.
     pub fn warmup_report(&mut self, now: f64) -> WarmupReport {
-        self.speed.update();
-        self.report_warmup(now, 0)
+        self.report_warmup(now, 0.0)
     }
 
-    /// End the warm-up: the report for the exchange. The first `keep` ids
-    /// left of the block are the rank's reserve, which it computes while
-    /// the exchange completes; the rest is the tail the plan pools.
-    fn report_warmup(&mut self, now: f64, keep: u64) -> WarmupReport {
+    /// End the warm-up: the report for the exchange. The ids left of the
+    /// block that the rank computes in `keep` seconds at its measured speed
+    /// are its reserve, which it computes while the exchange completes; the
+    /// rest is the tail the plan pools.
+    fn report_warmup(&mut self, now: f64, keep: f64) -> WarmupReport {
         self.phase = Phase::Exchanging;
+        let keep = (self.speed.update() * keep).ceil() as u64;
         let block = initial_block(self.total, self.topology.ranks(), self.me);
         let reserve = self.lease.take_front(keep);
         let tail = self.lease.ranges().next().unwrap_or(block.end..block.end);
