@@ -16,6 +16,7 @@ use crate::plan::{HelpPolicy, Plan, ShareInput, WarmupReport, initial_block, res
 use crate::speed::{Speed, forecast};
 use crate::topology::{IdleMap, Topology};
 use crate::verdict::{Audit, Job};
+use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -205,6 +206,8 @@ enum Own<T> {
 #[derive(Debug)]
 enum Steal {
     Empty,
+    /// The record is closed, or open again under a later sequence.
+    Closed,
     Success(u64, IdSet),
     Retry,
 }
@@ -288,6 +291,14 @@ pub struct Rank {
     /// SOS (owner, sequence) found with nothing to take or their lock
     /// busy, until when not to look at them again, and whether busy.
     empty: Vec<(usize, u64, f64, bool)>,
+    /// SOS (owner, sequence) found closed while the index still lists them
+    /// (see [`Rank::relist`]): not looked at again.
+    closed: HashSet<(usize, u64)>,
+    /// The index still lists this rank's closed SOS: its lock was busy
+    /// (see [`Rank::relist`]); a check tries again, at most every four
+    /// storage costs from `relist_at`.
+    unlisted: bool,
+    relist_at: f64,
     /// The ids computed, for the audit at finalize.
     audit: Audit,
     /// Consultations of the own open SOS in a row that found no new AID.
@@ -350,6 +361,9 @@ impl Rank {
             board_broken: false,
             busy_backoff: 0.0,
             empty: Vec::new(),
+            closed: HashSet::new(),
+            unlisted: false,
+            relist_at: 0.0,
             audit: Audit::default(),
             storage_cost: 0.0,
             quiet: 0,
@@ -732,6 +746,10 @@ impl Rank {
         if self.params.mode != Mode::Full || self.phase != Phase::Running || self.board_broken {
             return Ok(());
         }
+        if self.unlisted && now >= self.relist_at {
+            self.relist_at = now + self.look_ahead();
+            self.relist(board);
+        }
         // An SOS costs a few consultations of the board (post, the helpers'
         // takes) and, while open, a lease extension of about one and a half
         // consultations per interval: not worth it for less lateness.
@@ -1040,19 +1058,34 @@ impl Rank {
     /// Make the open index list this rank's open SOS, or no SOS of this
     /// rank when none is open. The index is a hint for helpers: a failure
     /// is reported, never fatal, and a corrupt index is rebuilt empty.
+    ///
+    /// A rank without an open SOS does not wait for the index lock: when
+    /// another rank holds it, the entry is removed at a later check
+    /// ([`Rank::unlisted`]). Meanwhile helpers find the listed SOS closed in
+    /// one read without its lock, and skip it. (Waiting, on 0.2 s storage
+    /// the owners that closed their SOS at the job's end queued for the
+    /// index lock for up to 9 s.)
     fn relist(&mut self, board: &mut dyn Board) {
         let (me, entry) = (self.me, self.sos.clone());
         let mut f = |ix: &mut crate::board::OpenIndex| match &entry {
             Some(e) => ix.upsert(e.clone()),
             None => ix.remove(me),
         };
-        if let Err(e) = board.with_index(&mut f) {
-            let corrupt = matches!(e, Error::Corrupt { .. });
-            self.note_error(e, "the open index");
-            if corrupt && board.reset_index().is_ok() {
-                let _ = board.with_index(&mut f);
+        let access = if entry.is_some() {
+            Access::Wait
+        } else {
+            Access::Try
+        };
+        self.unlisted = match board.with_index(access, &mut f) {
+            Ok(locked) => locked == Locked::Busy,
+            Err(e) => {
+                let corrupt = matches!(e, Error::Corrupt { .. });
+                self.note_error(e, "the open index");
+                corrupt
+                    && board.reset_index().is_ok()
+                    && board.with_index(Access::Wait, &mut f).is_err()
             }
-        }
+        };
     }
 
     /// The own SOS record could not be read or written. Nothing may be lost
@@ -1170,6 +1203,7 @@ impl Rank {
             .entries
             .iter()
             .filter(|e| e.rank != self.me && e.rank < self.topology.ranks())
+            .filter(|e| !self.closed.contains(&(e.rank, e.seq)))
             .map(|e| (self.topology.distance(self.me, e.rank), e))
             .collect();
         candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.forecast.total_cmp(&a.1.forecast)));
@@ -1229,7 +1263,7 @@ impl Rank {
             }
             self.looks = (self.looks.0.max(d), self.looks.1 + 1);
             let ask = self.ask(entry.rank, now, (helpers, busy_for));
-            match self.steal(entry.rank, &ask, board) {
+            match self.steal(entry.rank, entry.seq, &ask, board) {
                 Steal::Success(seq, ids) => {
                     self.busy_backoff = 0.0;
                     self.idle_polls = 0;
@@ -1252,6 +1286,9 @@ impl Rank {
                 // Nothing to take until the owner's next look at its SOS,
                 // about one interval away (looking ahead, the share may
                 // only be too small yet).
+                Steal::Closed => {
+                    self.closed.insert((entry.rank, entry.seq));
+                }
                 Steal::Empty if busy_for > 0.0 => {}
                 Steal::Empty => {
                     empty_looks += 1;
@@ -1321,8 +1358,15 @@ impl Rank {
     /// lock busy (then there was something to take, and another read per
     /// retry is only load): when it shows nothing to take, the record is
     /// not locked.
-    fn steal(&mut self, owner: usize, ask: &Ask, board: &mut dyn Board) -> Steal {
+    fn steal(&mut self, owner: usize, seq: u64, ask: &Ask, board: &mut dyn Board) -> Steal {
         match (self.busy_backoff == 0.0).then(|| board.peek_sos(owner)) {
+            // (A record of an earlier sequence than the index's entry is
+            // one the owner has not written yet: look again later.)
+            Some(Ok(Some(s)))
+                if s.seq > seq || (s.seq == seq && !matches!(s.state, SosState::Open(_))) =>
+            {
+                return Steal::Closed;
+            }
             Some(Ok(Some(s))) if ask.share(&s) == 0 => return Steal::Empty,
             Some(Err(e)) => {
                 self.note_error(e, &format!("the SOS of rank {owner}"));

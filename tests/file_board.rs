@@ -283,7 +283,7 @@ fn torn_index_reads_as_none_then_complete() {
     assert_eq!(board.read_index().unwrap(), Some(index.clone()));
     // Under the lock a torn index is corruption, not an empty index.
     std::fs::write(&path, &text[..text.len() - 3]).unwrap();
-    let err = board.with_index(&mut |_| {}).unwrap_err();
+    let err = board.with_index(Access::Wait, &mut |_| {}).unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err}");
 }
 
@@ -298,9 +298,11 @@ fn index_updates_are_stored() {
         opened_at: 0.5,
         speed: 1.0,
     };
-    a.with_index(&mut |i| i.upsert(entry(0))).unwrap();
-    b.with_index(&mut |i| i.upsert(entry(1))).unwrap();
-    a.with_index(&mut |i| i.remove(0)).unwrap();
+    a.with_index(Access::Wait, &mut |i| i.upsert(entry(0)))
+        .unwrap();
+    b.with_index(Access::Wait, &mut |i| i.upsert(entry(1)))
+        .unwrap();
+    a.with_index(Access::Wait, &mut |i| i.remove(0)).unwrap();
     assert_eq!(
         b.read_index().unwrap(),
         Some(OpenIndex {
@@ -357,7 +359,7 @@ fn watcher_wakes_a_waiting_helper() {
     let writer = thread::spawn(move || {
         thread::sleep(Duration::from_millis(100));
         owner
-            .with_index(&mut |i| {
+            .with_index(Access::Wait, &mut |i| {
                 i.upsert(OpenEntry {
                     rank: 1,
                     seq: 1,
@@ -678,7 +680,7 @@ fn the_memory_board_counts_what_the_file_board_does() {
     // Warm up the file board's kept descriptors (opened once, on first use).
     file.with_sos(0, Access::Wait, &mut |_| {}).unwrap();
     file.with_sos(1, Access::Wait, &mut |_| {}).unwrap();
-    file.with_index(&mut |_| {}).unwrap();
+    file.with_index(Access::Wait, &mut |_| {}).unwrap();
     let aid = Aid {
         helper: 0,
         ids: IdSet::from_range(5..9),
@@ -720,7 +722,7 @@ fn the_memory_board_counts_what_the_file_board_does() {
         (
             "a change of the index",
             Box::new(|b| {
-                b.with_index(&mut |ix| {
+                b.with_index(Access::Wait, &mut |ix| {
                     ix.upsert(OpenEntry {
                         rank: 1,
                         seq: 0,
@@ -729,7 +731,7 @@ fn the_memory_board_counts_what_the_file_board_does() {
                         speed: 1.0,
                     })
                 })
-                .unwrap()
+                .unwrap();
             }),
         ),
     ];

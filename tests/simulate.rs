@@ -664,7 +664,7 @@ fn open_sos_of_rank_0(board: &mut soslb::board::memory::MemoryBoard, t: f64, tai
         })
         .unwrap();
     board
-        .with_index(&mut |ix| {
+        .with_index(Access::Wait, &mut |ix| {
             ix.upsert(OpenEntry {
                 rank: 0,
                 seq: 1,
@@ -719,6 +719,119 @@ fn helpers_that_find_nothing_to_take_leave_the_record_unlocked() {
         owner.with_sos(0, Access::Try, &mut |_| {}).unwrap(),
         Locked::Busy
     );
+}
+
+/// An owner that closes its SOS does not wait for the index lock to remove
+/// its entry, so the index may still list it: a helper finds the record
+/// closed in one read without the lock, does not lock it, and reads it no
+/// more (only the index) at its next polls.
+#[test]
+fn a_listed_sos_found_closed_is_read_once() {
+    use soslb::board::{Access, Board, SosState, memory::MemoryBoard};
+    use soslb::policy::Step;
+    let mut board = MemoryBoard::new(2);
+    let (mut rank, mut t) = idle_helper(&mut board);
+    open_sos_of_rank_0(&mut board, t, &IdSet::from_range(40..50));
+    board
+        .with_sos(0, Access::Wait, &mut |s| s.state = SosState::Closed)
+        .unwrap();
+    let mut ops = Vec::new();
+    for _ in 0..4 {
+        wave_with_open(&mut rank, t, 1);
+        let before = board.ops();
+        let Step::Idle { until } = rank.next(t, &mut board).unwrap() else {
+            panic!("took ids from a closed SOS")
+        };
+        ops.push(board.ops() - before);
+        t = until;
+    }
+    assert_eq!(
+        ops,
+        [4, 2, 2, 2],
+        "reads of the index and the record per poll"
+    );
+}
+
+/// An owner that withdraws its SOS while another rank holds the index lock
+/// does not wait for it (on 0.2 s storage the owners that closed at the
+/// job's end queued for it for up to 9 s): the index lists the closed SOS
+/// until a later check, once the lock is free, removes the entry.
+#[test]
+fn an_owner_that_withdraws_does_not_wait_for_the_index_lock() {
+    use soslb::board::{Board, memory::MemoryBoard};
+    use soslb::config::{Hosts, Sites};
+    use soslb::plan::WarmupReport;
+    use soslb::policy::{Rank, Step};
+    use soslb::topology::Topology;
+    let mut board = MemoryBoard::new(2);
+    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
+    let mut owner = Rank::new(0, 1000, params(Mode::Full, HelpPolicy::Balanced), topology);
+    // Warm-up at 100 ids per second; the other rank is as fast.
+    let mut t = 0.0;
+    let report = loop {
+        match owner.next(t, &mut board).unwrap() {
+            Step::Compute(ids) => t += 0.01 * (ids.end - ids.start) as f64,
+            Step::Exchange(r) => break r,
+            s => panic!("{s:?} in the warm-up"),
+        }
+    };
+    let other = WarmupReport {
+        done: report.done,
+        speed: report.speed,
+        tail: 500 + report.done..1000,
+        reserved: 0,
+        at: t,
+    };
+    owner.apply_plan(&[report, other], t).unwrap();
+    // Five times slower: late, it posts an SOS.
+    let mut events = Vec::new();
+    let chunk = |owner: &mut Rank, board: &mut MemoryBoard, t: &mut f64, per_id: f64| {
+        let step = owner.next(*t, board).unwrap();
+        let Step::Compute(ids) = step else {
+            panic!("no work for the owner at {t}: {step:?}")
+        };
+        *t += per_id * (ids.end - ids.start) as f64;
+        owner.drain_events().collect::<Vec<_>>()
+    };
+    while !events.iter().any(|e| matches!(e, Event::SosPosted { .. })) {
+        assert!(t < 60.0, "no SOS posted");
+        events.extend(chunk(&mut owner, &mut board, &mut t, 0.05));
+    }
+    let listed = |board: &mut MemoryBoard| !board.read_index().unwrap().unwrap().entries.is_empty();
+    assert!(listed(&mut board));
+    // Fast again, while another rank holds the index lock (for a locked
+    // look of 10 s per operation).
+    let mut other = board.clone();
+    other.set_clock(t, 10.0, 1);
+    let ops = other.ops();
+    other
+        .with_index(soslb::board::Access::Wait, &mut |_| {})
+        .unwrap();
+    let held_until = t + 10.0 * (other.ops() - ops) as f64;
+    events.clear();
+    let closed = |e: &Event| matches!(e, Event::SosWithdrawn { .. } | Event::SosClosed { .. });
+    while !events.iter().any(closed) {
+        assert!(t < held_until, "the SOS was not closed");
+        board.set_clock(t, 0.0, 0);
+        events.extend(chunk(&mut owner, &mut board, &mut t, 0.005));
+        assert_eq!(board.waited(), 0.0, "the owner waited for a lock");
+    }
+    assert!(
+        listed(&mut board),
+        "the index lock was held, yet the entry is gone"
+    );
+    // Once the lock is free (the board's clock past its holder's operations),
+    // a check removes the entry.
+    let end = t + 1.0;
+    while t < end {
+        board.set_clock(held_until, 0.0, 0);
+        events.extend(chunk(&mut owner, &mut board, &mut t, 0.005));
+    }
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::SosPosted { .. })),
+        "posted again"
+    );
+    assert!(!listed(&mut board), "the closed SOS is still listed");
 }
 
 /// A helper that finds an SOS lock held retries after a back-off that

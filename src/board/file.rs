@@ -1044,10 +1044,8 @@ impl Board for FileBoard {
         self.index.reset(&mut self.meter, &OpenIndex::default())
     }
 
-    fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()> {
-        self.index
-            .update(&mut self.meter, Access::Wait, |_| Ok(()), f)
-            .map(drop)
+    fn with_index(&mut self, access: Access, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<Locked> {
+        self.index.update(&mut self.meter, access, |_| Ok(()), f)
     }
 
     fn read_index(&mut self) -> Result<Option<OpenIndex>> {

@@ -247,16 +247,21 @@ impl Board for MemoryBoard {
         Ok(())
     }
 
-    fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()> {
+    fn with_index(&mut self, access: Access, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<Locked> {
         let mut shared = lock(&self.shared);
         // With a clock, the index lock is held for the call's operations on
-        // it, and a call waits for it, as on the file board (where ranks
-        // that post at once queue on it).
-        let took_at = self.clock.as_mut().map(|c| {
+        // it, and a call waits for it (or, trying, finds it busy), as on the
+        // file board.
+        let mut took_at = None;
+        if let Some(c) = &mut self.clock {
             let t = c.start + (self.ops - c.ops) as f64 * c.delay + c.waited + c.extra;
+            if shared.index_until > t && access == Access::Try {
+                self.ops += BUSY;
+                return Ok(Locked::Busy);
+            }
             c.waited += (shared.index_until - t).max(0.0);
-            (t.max(shared.index_until), c.delay)
-        });
+            took_at = Some((t.max(shared.index_until), c.delay));
+        }
         let before = shared.index.clone();
         f(&mut shared.index);
         let ops = if shared.index == before {
@@ -268,7 +273,7 @@ impl Board for MemoryBoard {
         if let Some((t, delay)) = took_at {
             shared.index_until = t + ops as f64 * delay;
         }
-        Ok(())
+        Ok(Locked::Done)
     }
 
     fn journaled_takes(&mut self, owner: usize, seq: u64) -> Result<IdSet> {
@@ -333,7 +338,7 @@ mod tests {
     }
 
     /// The open index's lock is timed as an SOS record's: ranks that post at
-    /// once queue on it.
+    /// once queue on it, or find it busy when they only try.
     #[test]
     fn a_clock_holds_the_index_lock_for_the_operations_of_the_call() {
         let mut a = MemoryBoard::new(2);
@@ -350,9 +355,13 @@ mod tests {
                 })
             }
         };
-        a.with_index(&mut list(0)).unwrap();
+        a.with_index(Access::Wait, &mut list(0)).unwrap();
         b.set_clock(10.2, 0.1, 1);
-        b.with_index(&mut list(1)).unwrap();
+        let tried = b.with_index(Access::Try, &mut list(1)).unwrap();
+        assert_eq!(tried, Locked::Busy);
+        assert_eq!(b.read_index().unwrap().unwrap().entries.len(), 1);
+        b.set_clock(10.2, 0.1, 1);
+        b.with_index(Access::Wait, &mut list(1)).unwrap();
         assert!((b.waited() - 0.4).abs() < 1e-9, "{}", b.waited());
         assert_eq!(b.read_index().unwrap().unwrap().entries.len(), 2);
     }

@@ -186,7 +186,7 @@ pub trait Board {
     fn reset_index(&mut self) -> Result<()>;
 
     /// Run `f` on the open index under its lock and store the result.
-    fn with_index(&mut self, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<()>;
+    fn with_index(&mut self, access: Access, f: &mut dyn FnMut(&mut OpenIndex)) -> Result<Locked>;
 
     /// Every id the journals of the ranks other than `owner` say was taken
     /// from its SOS of sequence `seq`. An unreadable journal is an error
