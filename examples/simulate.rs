@@ -3,7 +3,7 @@
 //! virtual clock) and prints one result line, like the emulator's:
 //!
 //! ```text
-//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=12.4 ideal_s=11.75 efficiency=0.95 sim_seconds=0.01 storage_ops_per_s_peak=1200
+//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=12.4 ideal_s=11.75 efficiency=0.95 sim_seconds=0.01 storage_ops_per_s_peak=1200 storage_ops=9000
 //! ```
 //!
 //! Usage: `simulate SCENARIO MODE [--storage-delay S] [--seed N] [--jitter F]
@@ -81,7 +81,7 @@ fn run() -> Result<String, String> {
     Ok(format!(
         "result: scenario={} mode={} ranks={} realisations={} missing={missing} duplicates={duplicates} \
          makespan_s={:.2} ideal_s={ideal:.2} efficiency={:.3} sim_seconds={seconds:.3} \
-         storage_ops_per_s_peak={}",
+         storage_ops_per_s_peak={} storage_ops={}",
         scenario.name,
         format!("{mode:?}").to_lowercase(),
         scenario.ranks,
@@ -89,6 +89,7 @@ fn run() -> Result<String, String> {
         out.makespan,
         ideal / out.makespan,
         out.storage_ops.iter().max().unwrap_or(&0),
+        out.storage_ops.iter().sum::<u64>(),
     ))
 }
 

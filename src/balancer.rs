@@ -225,7 +225,10 @@ impl Balancer {
                     .collect(),
                 None => Vec::new(),
             };
-            let board = board.with_delay(delay).with_delays_to(delay_to);
+            let board = board
+                .with_delay(delay)
+                .with_delays_to(delay_to)
+                .with_host_dir(&host_copies_dir(&job_dir));
             Ok((board.with_wait_warning(wait), monitor))
         });
         let (mut board, mut monitor) = comm.agree(joined)?;
@@ -262,6 +265,7 @@ impl Balancer {
             crate::error::warn(me, reason);
             warnings.push(reason.to_string());
         }
+
         let mut journal = open_journal(&comm, &config, total)?;
         if let Some(j) = &journal {
             let p = j.prior();
@@ -1015,9 +1019,11 @@ impl Balancer {
             discovery,
             monitor,
             config,
+            rank,
             ..
         } = self;
         let job_dir = board.dir().to_path_buf();
+        let host_copy = board.host_copy_path(rank.topology().host(comm.rank()));
         // Close every descriptor (and the watcher) before the files go.
         drop((board, discovery, monitor));
         if clean {
@@ -1025,6 +1031,13 @@ impl Balancer {
             if comm.rank() == 0 {
                 remove_signal_files(&job_dir, config.log);
             }
+        }
+        // A node-local cache, whatever the outcome: each rank tries (the
+        // directory goes with the last copy of the node; a rank still
+        // looking for help reads the shared index).
+        if let Some(copy) = host_copy {
+            let _ = std::fs::remove_file(&copy);
+            let _ = copy.parent().map(std::fs::remove_dir);
         }
         result
     }
@@ -1134,6 +1147,16 @@ fn deadline_of(config: &Config, since_first: Duration, total: u64) -> Option<Dea
         total,
         window,
     ))
+}
+
+/// The node-local directory of the hosts' copies of the open index for the
+/// run in `job_dir`: `soslb-<hash of job_dir>` in the temporary directory
+/// (`TMPDIR`, else `/tmp`).
+fn host_copies_dir(job_dir: &Path) -> PathBuf {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    job_dir.hash(&mut h);
+    std::env::temp_dir().join(format!("soslb-{:016x}", h.finish()))
 }
 
 /// After a clean finalize: remove the signal files of the run, and the whole

@@ -299,6 +299,8 @@ pub struct Rank {
     /// storage costs from `relist_at`.
     unlisted: bool,
     relist_at: f64,
+    /// The host's copy of the open index failed once: not used any more.
+    host_copy_broken: bool,
     /// The ids computed, for the audit at finalize.
     audit: Audit,
     /// Consultations of the own open SOS in a row that found no new AID.
@@ -364,6 +366,7 @@ impl Rank {
             closed: HashSet::new(),
             unlisted: false,
             relist_at: 0.0,
+            host_copy_broken: false,
             audit: Audit::default(),
             storage_cost: 0.0,
             quiet: 0,
@@ -1166,12 +1169,37 @@ impl Rank {
         // The last termination wave saw no SOS open, and no watcher saw the
         // index change since: nothing to read (idle ranks waiting for the
         // verdict read no file).
-        if self.open_sos == 0 && !std::mem::take(&mut self.index_changed) {
+        let woken = std::mem::take(&mut self.index_changed);
+        if self.open_sos == 0 && !woken {
             return Ok(Some(wake));
         }
-        let index = match board.read_index() {
+        // The first idle rank of a host to poll reads the shared index and
+        // leaves a copy on the host; the others read the copy while it is
+        // less than a poll old (DESIGN §6), so that reads of the shared
+        // index grow with the hosts, not the ranks. A rank that a watcher
+        // woke reads the shared index.
+        let host = self.topology.host(self.me).to_string();
+        let mut copy = None;
+        if !woken && !self.host_copy_broken {
+            match board.read_host_index(&host) {
+                Ok(c) => copy = c.filter(|&(_, at)| now - at < poll).map(|c| c.0),
+                Err(e) => self.host_copy_failed(e),
+            }
+        }
+        let shared = copy.is_none();
+        let read = match copy {
+            Some(index) => Ok(Some(index)),
+            None => board.read_index(),
+        };
+        let index = match read {
             Ok(Some(index)) => {
                 self.torn_reads = 0;
+                if shared
+                    && !self.host_copy_broken
+                    && let Err(e) = board.write_host_index(&host, &index, now)
+                {
+                    self.host_copy_failed(e);
+                }
                 index
             }
             // A write caught midway: read again soon. Many in a row are no
@@ -1405,6 +1433,16 @@ impl Rank {
                 Steal::Empty
             }
         }
+    }
+
+    /// The host's copy of the open index cannot be read or written: report
+    /// it once, and read the shared index from now on.
+    fn host_copy_failed(&mut self, e: Error) {
+        self.host_copy_broken = true;
+        self.note_error(
+            e,
+            "the host's copy of the open index; reading the shared one",
+        );
     }
 
     /// An error on another rank's record or the index: report it, go on.

@@ -742,3 +742,46 @@ fn the_memory_board_counts_what_the_file_board_does() {
         assert_eq!(file.ops() - f0, memory.ops() - m0, "{what}");
     }
 }
+
+/// A host's copy of the open index (node-local, written aside and renamed):
+/// what one rank of the host leaves, another reads whole, with the time it
+/// was read from the shared storage; each host has its own; none before the
+/// first write, or without a directory for copies; not counted as shared
+/// storage operations.
+#[test]
+fn a_host_copy_of_the_index_is_read_by_the_other_ranks_of_the_host() {
+    let job = TempJob::new(3);
+    let copies = job.path().join("local");
+    let (a, b) = (job.join(0, 3), job.join(1, 3));
+    let mut none = job.join(2, 3);
+    let (mut a, mut b) = (a.with_host_dir(&copies), b.with_host_dir(&copies));
+    assert_eq!(b.read_host_index("n1").unwrap(), None);
+    let mut index = OpenIndex::default();
+    index.upsert(OpenEntry {
+        rank: 2,
+        seq: 1,
+        forecast: 5.0,
+        opened_at: 0.5,
+        speed: 1.0,
+    });
+    let ops = (a.ops(), b.ops());
+    a.write_host_index("n1", &index, 3.5).unwrap();
+    assert_eq!(b.read_host_index("n1").unwrap(), Some((index.clone(), 3.5)));
+    assert_eq!(b.read_host_index("n2").unwrap(), None);
+    assert_eq!((a.ops(), b.ops()), ops);
+    // A later copy replaces it; an odd host name stays inside the directory.
+    a.write_host_index("n1", &OpenIndex::default(), 4.0)
+        .unwrap();
+    assert_eq!(
+        b.read_host_index("n1").unwrap(),
+        Some((OpenIndex::default(), 4.0))
+    );
+    let odd = a.host_copy_path("../x/y").unwrap();
+    assert_eq!(odd.parent(), Some(copies.as_path()));
+    let left: Vec<_> = std::fs::read_dir(&copies).unwrap().collect();
+    assert_eq!(left.len(), 1, "only the copy of n1: {left:?}");
+    // Without a directory for copies: none, and writing one does nothing.
+    none.write_host_index("n1", &index, 5.0).unwrap();
+    assert_eq!(none.read_host_index("n1").unwrap(), None);
+    assert_eq!(none.host_copy_path("n1"), None);
+}

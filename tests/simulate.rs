@@ -738,6 +738,9 @@ fn a_listed_sos_found_closed_is_read_once() {
     let mut ops = Vec::new();
     for _ in 0..4 {
         wave_with_open(&mut rank, t, 1);
+        // (Woken by a watcher: the rank reads the shared index, not the
+        // host's copy.)
+        rank.index_changed();
         let before = board.ops();
         let Step::Idle { until } = rank.next(t, &mut board).unwrap() else {
             panic!("took ids from a closed SOS")
@@ -750,6 +753,46 @@ fn a_listed_sos_found_closed_is_read_once() {
         [4, 2, 2, 2],
         "reads of the index and the record per poll"
     );
+}
+
+/// The first idle rank of a host to poll reads the shared open index and
+/// leaves a copy on the host; the host's other idle ranks read that copy
+/// while it is less than a poll old, and the shared index only when it is
+/// older, or when a watcher woke them (DESIGN §6): shared reads of the index
+/// grow with the hosts, not the ranks.
+#[test]
+fn idle_ranks_of_a_host_share_one_read_of_the_index() {
+    use soslb::board::{Board, OpenIndex, memory::MemoryBoard};
+    use soslb::policy::Step;
+    let mut board = MemoryBoard::new(2);
+    let (mut rank, mut t) = idle_helper(&mut board);
+    let poll = params(Mode::Full, HelpPolicy::Balanced).poll_interval;
+    let look = |rank: &mut soslb::policy::Rank, board: &mut MemoryBoard, t: f64| {
+        wave_with_open(rank, t, 1);
+        let before = board.ops();
+        let Step::Idle { .. } = rank.next(t, board).unwrap() else {
+            panic!("work from an empty index")
+        };
+        board.ops() - before
+    };
+    // Another rank of host "h" has just read the index: its copy serves.
+    board
+        .write_host_index("h", &OpenIndex::default(), t)
+        .unwrap();
+    assert_eq!(
+        look(&mut rank, &mut board, t + 0.5 * poll),
+        0,
+        "read the shared index"
+    );
+    // More than a poll later the copy is stale: this rank reads the shared
+    // index and leaves its own copy.
+    t += 1.5 * poll;
+    assert_eq!(look(&mut rank, &mut board, t), 2, "one read of the index");
+    assert_eq!(board.read_host_index("h").unwrap().unwrap().1, t);
+    // Woken by a watcher, a rank reads the shared index whatever the copy.
+    t += 0.5 * poll;
+    rank.index_changed();
+    assert_eq!(look(&mut rank, &mut board, t), 2, "one read of the index");
 }
 
 /// An owner that withdraws its SOS while another rank holds the index lock

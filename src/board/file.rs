@@ -804,6 +804,18 @@ pub struct FileBoard {
     journal_meter: Meter,
     /// Extra delay per operation on each rank's SOS file ([`FileBoard::with_delays_to`]).
     delay_to: Vec<Duration>,
+    /// The node-local directory of the hosts' copies of the open index
+    /// ([`FileBoard::with_host_dir`]).
+    host_dir: Option<PathBuf>,
+}
+
+/// A host's copy of the open index ([`Board::write_host_index`]).
+#[derive(Serialize, Deserialize)]
+struct HostCopy {
+    /// When a rank of the host read the index from the shared storage,
+    /// seconds since the job's start.
+    read_at: f64,
+    index: OpenIndex,
 }
 
 impl FileBoard {
@@ -857,7 +869,31 @@ impl FileBoard {
             warnings: Warnings::new(rank),
             journal,
             takes: Vec::new(),
+            host_dir: None,
         })
+    }
+
+    /// Keep the hosts' copies of the open index in `dir` (created at the
+    /// first copy), which should be node-local: `<dir>/<host>.ron`. Without
+    /// it there are no copies and every rank reads the shared index.
+    pub fn with_host_dir(mut self, dir: &Path) -> Self {
+        self.host_dir = Some(dir.to_owned());
+        self
+    }
+
+    /// Where the copy of the open index for `host` is kept, if copies are.
+    pub fn host_copy_path(&self, host: &str) -> Option<PathBuf> {
+        let name: String = host
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        Some(self.host_dir.as_ref()?.join(format!("{name}.ron")))
     }
 
     /// Sleep `d` before every file operation: emulated storage latency, for tests.
@@ -1059,6 +1095,42 @@ impl Board for FileBoard {
         let peeked = signal.peek(&mut self.meter);
         self.meter.delay -= extra;
         Ok(peeked?.filter(|s| check_sos(s, rank, &signal.path).is_ok()))
+    }
+
+    fn read_host_index(&mut self, host: &str) -> Result<Option<(OpenIndex, f64)>> {
+        let Some(path) = self.host_copy_path(host) else {
+            return Ok(None);
+        };
+        match read_file::<HostCopy>(&path) {
+            Ok(Decoded::Body(c)) => Ok(Some((c.index, c.read_at))),
+            // (Written by rename: never torn, unless by something else.)
+            Ok(Decoded::Torn(_)) => Ok(None),
+            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn write_host_index(&mut self, host: &str, index: &OpenIndex, at: f64) -> Result<()> {
+        let Some(path) = self.host_copy_path(host) else {
+            return Ok(());
+        };
+        // Written aside, then renamed over the copy: readers on the host
+        // see the old copy or the new one, whole.
+        let aside = path.with_extension(format!("{}.new", self.rank));
+        let copy = HostCopy {
+            read_at: at,
+            index: index.clone(),
+        };
+        let text = format::encode(&copy);
+        fs::write(&aside, &text)
+            .or_else(|e| match (e.kind(), path.parent()) {
+                (io::ErrorKind::NotFound, Some(dir)) => {
+                    fs::create_dir_all(dir).and_then(|()| fs::write(&aside, &text))
+                }
+                _ => Err(e),
+            })
+            .and_then(|()| fs::rename(&aside, &path))
+            .map_err(|e| Error::io(&path, e))
     }
 
     fn ops(&self) -> u64 {

@@ -24,6 +24,8 @@ struct Shared {
     locked_until: Vec<f64>,
     /// With a clock: until when the open index's lock is held.
     index_until: f64,
+    /// Each host's copy of the open index, and when it was read.
+    host_index: std::collections::HashMap<String, (OpenIndex, f64)>,
 }
 
 /// One rank's handle on a board shared in memory.
@@ -296,6 +298,16 @@ impl Board for MemoryBoard {
     fn read_index(&mut self) -> Result<Option<OpenIndex>> {
         self.ops += READ;
         Ok(Some(lock(&self.shared).index.clone()))
+    }
+
+    fn read_host_index(&mut self, host: &str) -> Result<Option<(OpenIndex, f64)>> {
+        Ok(lock(&self.shared).host_index.get(host).cloned())
+    }
+
+    fn write_host_index(&mut self, host: &str, index: &OpenIndex, at: f64) -> Result<()> {
+        let copy = (index.clone(), at);
+        lock(&self.shared).host_index.insert(host.to_string(), copy);
+        Ok(())
     }
 
     fn ops(&self) -> u64 {

@@ -197,6 +197,18 @@ pub trait Board {
     /// caught midway: read again later.
     fn read_index(&mut self) -> Result<Option<OpenIndex>>;
 
+    /// The copy of the open index that a rank of `host` read from the
+    /// shared storage, and when (seconds since the job's start); `Ok(None)`
+    /// when there is none. The copy lives on node-local storage (see
+    /// [`Board::write_host_index`]): reading it is not counted in
+    /// [`Board::ops`].
+    fn read_host_index(&mut self, host: &str) -> Result<Option<(OpenIndex, f64)>>;
+
+    /// Leave `index`, read from the shared storage at `at`, for the other
+    /// ranks of `host`: one idle rank per host polls the shared index, the
+    /// others read this copy (DESIGN §6). Not counted in [`Board::ops`].
+    fn write_host_index(&mut self, host: &str, index: &OpenIndex, at: f64) -> Result<()>;
+
     /// Storage operations done so far through this handle (open, lock
     /// attempt, read, write, truncate, fsync, unlock: each counts one). The
     /// memory board counts what the file board would do.
