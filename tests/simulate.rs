@@ -757,7 +757,7 @@ fn a_listed_sos_found_closed_is_read_once() {
 
 /// The first idle rank of a host to poll reads the shared open index and
 /// leaves a copy on the host; the host's other idle ranks read that copy
-/// while it is less than a poll old, and the shared index only when it is
+/// while it is less than half a poll old, and the shared index only when it is
 /// older, or when a watcher woke them (DESIGN §6): shared reads of the index
 /// grow with the hosts, not the ranks.
 #[test]
@@ -780,17 +780,17 @@ fn idle_ranks_of_a_host_share_one_read_of_the_index() {
         .write_host_index("h", &OpenIndex::default(), t)
         .unwrap();
     assert_eq!(
-        look(&mut rank, &mut board, t + 0.5 * poll),
+        look(&mut rank, &mut board, t + 0.4 * poll),
         0,
         "read the shared index"
     );
-    // More than a poll later the copy is stale: this rank reads the shared
-    // index and leaves its own copy.
-    t += 1.5 * poll;
+    // Half a poll later the copy is stale: this rank reads the shared index
+    // and leaves its own copy.
+    t += 0.6 * poll;
     assert_eq!(look(&mut rank, &mut board, t), 2, "one read of the index");
     assert_eq!(board.read_host_index("h").unwrap().unwrap().1, t);
     // Woken by a watcher, a rank reads the shared index whatever the copy.
-    t += 0.5 * poll;
+    t += 0.1 * poll;
     rank.index_changed();
     assert_eq!(look(&mut rank, &mut board, t), 2, "one read of the index");
 }
