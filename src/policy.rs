@@ -16,7 +16,6 @@ use crate::plan::{HelpPolicy, Plan, ShareInput, WarmupReport, initial_block, res
 use crate::speed::{Speed, forecast};
 use crate::topology::{IdleMap, Topology};
 use crate::verdict::{Audit, Job};
-use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -206,9 +205,12 @@ enum Own<T> {
 #[derive(Debug)]
 enum Steal {
     Empty,
-    /// The record is closed, or open again under a later sequence.
-    Closed,
-    Success(u64, IdSet),
+    /// Nothing to take at the listed sequence: the record is closed, open
+    /// again under a later sequence, or open with an empty tail (unless the
+    /// owner gives back part of its lease: it then lists the SOS again).
+    Drained,
+    /// Taken, and whether that emptied the tail.
+    Success(u64, IdSet, bool),
     Retry,
 }
 
@@ -291,9 +293,6 @@ pub struct Rank {
     /// SOS (owner, sequence) found with nothing to take or their lock
     /// busy, until when not to look at them again, and whether busy.
     empty: Vec<(usize, u64, f64, bool)>,
-    /// SOS (owner, sequence) found closed while the index still lists them
-    /// (see [`Rank::relist`]): not looked at again.
-    closed: HashSet<(usize, u64)>,
     /// The index still lists this rank's closed SOS: its lock was busy
     /// (see [`Rank::relist`]); a check tries again, at most every four
     /// storage costs from `relist_at`.
@@ -363,7 +362,6 @@ impl Rank {
             board_broken: false,
             busy_backoff: 0.0,
             empty: Vec::new(),
-            closed: HashSet::new(),
             unlisted: false,
             relist_at: 0.0,
             host_copy_broken: false,
@@ -959,8 +957,11 @@ impl Rank {
             Ok(Own::Busy) => Ok(()),
             Ok(Own::Open(tail)) => {
                 self.tail = tail;
-                // Listed again if the index lost the entry (it was rebuilt).
-                if let (Some(entry), Ok(Some(index))) = (self.sos.clone(), board.read_index())
+                // Listed again if the index lost the entry (it was rebuilt,
+                // or a helper unlisted the SOS when it emptied the tail)
+                // while there is something to take.
+                if !self.tail.is_empty()
+                    && let (Some(entry), Ok(Some(index))) = (self.sos.clone(), board.read_index())
                     && !index.entries.contains(&entry)
                 {
                     self.relist(board);
@@ -1234,7 +1235,6 @@ impl Rank {
             .entries
             .iter()
             .filter(|e| e.rank != self.me && e.rank < self.topology.ranks())
-            .filter(|e| !self.closed.contains(&(e.rank, e.seq)))
             .map(|e| (self.topology.distance(self.me, e.rank), e))
             .collect();
         candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.forecast.total_cmp(&a.1.forecast)));
@@ -1295,7 +1295,10 @@ impl Rank {
             self.looks = (self.looks.0.max(d), self.looks.1 + 1);
             let ask = self.ask(entry.rank, now, (helpers, busy_for));
             match self.steal(entry.rank, entry.seq, &ask, board) {
-                Steal::Success(seq, ids) => {
+                Steal::Success(seq, ids, drained) => {
+                    if drained {
+                        self.unlist(entry, board);
+                    }
                     self.busy_backoff = 0.0;
                     self.idle_polls = 0;
                     self.report.taken += ids.len();
@@ -1317,11 +1320,11 @@ impl Rank {
                 // Nothing to take until the owner's next look at its SOS,
                 // about one interval away (looking ahead, the share may
                 // only be too small yet).
-                Steal::Closed => {
-                    self.closed.insert((entry.rank, entry.seq));
-                }
-                Steal::Empty if busy_for > 0.0 => {}
-                Steal::Empty => {
+                Steal::Drained | Steal::Empty if busy_for > 0.0 => {}
+                found @ (Steal::Drained | Steal::Empty) => {
+                    if matches!(found, Steal::Drained) {
+                        self.unlist(entry, board);
+                    }
                     empty_looks += 1;
                     budget = match empty_looks {
                         2.. => -1.0,
@@ -1396,9 +1399,16 @@ impl Rank {
             Some(Ok(Some(s)))
                 if s.seq > seq || (s.seq == seq && !matches!(s.state, SosState::Open(_))) =>
             {
-                return Steal::Closed;
+                return Steal::Drained;
             }
-            Some(Ok(Some(s))) if ask.share(&s) == 0 => return Steal::Empty,
+            Some(Ok(Some(s))) if ask.share(&s) == 0 => {
+                let drained = matches!(&s.state, SosState::Open(p) if p.tail.is_empty());
+                return if drained {
+                    Steal::Drained
+                } else {
+                    Steal::Empty
+                };
+            }
             Some(Err(e)) => {
                 self.note_error(e, &format!("the SOS of rank {owner}"));
                 return Steal::Empty;
@@ -1407,15 +1417,18 @@ impl Rank {
         }
         let (me, now, vh) = (self.me, ask.now, ask.helper_speed);
         let mut taken = None;
+        let mut drained = false;
         let r = board.with_sos(owner, Access::Try, &mut |s| {
             let k = ask.share(s);
             let SosState::Open(p) = &mut s.state else {
                 return;
             };
             if k == 0 {
+                drained = p.tail.is_empty();
                 return;
             }
             let ids = p.tail.take_back(k);
+            drained = p.tail.is_empty();
             p.remaining = p.remaining.saturating_sub(k);
             s.aids.push(Aid {
                 helper: me,
@@ -1428,13 +1441,30 @@ impl Rank {
         match r {
             Ok(Locked::Busy) => Steal::Retry,
             Ok(Locked::Done) => match taken {
-                Some((seq, ids)) => Steal::Success(seq, ids),
+                Some((seq, ids)) => Steal::Success(seq, ids, drained),
+                None if drained => Steal::Drained,
                 None => Steal::Empty,
             },
             Err(e) => {
                 self.note_error(e, &format!("the SOS of rank {owner}"));
                 Steal::Empty
             }
+        }
+    }
+
+    /// Remove `entry` from the open index: its SOS has nothing left to take
+    /// (closed, or its tail emptied), and every helper that reads the index
+    /// would look at it in vain. The helper does not wait for the index lock.
+    /// An owner that gives back part of its lease lists its SOS again.
+    fn unlist(&mut self, entry: &OpenEntry, board: &mut dyn Board) {
+        let (rank, seq) = (entry.rank, entry.seq);
+        let r = board.with_index(Access::Try, &mut |ix| {
+            if ix.entries.iter().any(|e| (e.rank, e.seq) == (rank, seq)) {
+                ix.remove(rank);
+            }
+        });
+        if let Err(e) = r {
+            self.note_error(e, "the open index");
         }
     }
 
