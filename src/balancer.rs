@@ -265,7 +265,6 @@ impl Balancer {
             crate::error::warn(me, reason);
             warnings.push(reason.to_string());
         }
-
         let mut journal = open_journal(&comm, &config, total)?;
         if let Some(j) = &journal {
             let p = j.prior();

@@ -1065,10 +1065,10 @@ impl Rank {
     ///
     /// A rank without an open SOS does not wait for the index lock: when
     /// another rank holds it, the entry is removed at a later check
-    /// ([`Rank::unlisted`]). Meanwhile helpers find the listed SOS closed in
-    /// one read without its lock, and skip it. (Waiting, on 0.2 s storage
-    /// the owners that closed their SOS at the job's end queued for the
-    /// index lock for up to 9 s.)
+    /// ([`Rank::unlisted`]), unless a helper that finds the SOS closed takes
+    /// it out first ([`Rank::unlist`]). (Waiting, on 0.2 s storage the
+    /// owners that closed their SOS at the job's end queued for the index
+    /// lock for up to 9 s.)
     fn relist(&mut self, board: &mut dyn Board) {
         let (me, entry) = (self.me, self.sos.clone());
         let mut f = |ix: &mut crate::board::OpenIndex| match &entry {

@@ -205,8 +205,8 @@ pub trait Board {
     fn read_host_index(&mut self, host: &str) -> Result<Option<(OpenIndex, f64)>>;
 
     /// Leave `index`, read from the shared storage at `at`, for the other
-    /// ranks of `host`: one idle rank per host polls the shared index, the
-    /// others read this copy (DESIGN §6). Not counted in [`Board::ops`].
+    /// ranks of `host`, which read this copy instead of the shared index
+    /// while it is fresh (DESIGN §6). Not counted in [`Board::ops`].
     fn write_host_index(&mut self, host: &str, index: &OpenIndex, at: f64) -> Result<()>;
 
     /// Storage operations done so far through this handle (open, lock
