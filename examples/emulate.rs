@@ -3,8 +3,13 @@
 //! last on stdout:
 //!
 //! ```text
-//! result: scenario=hetero16 mode=full ranks=16 realisations=6000 missing=0 duplicates=0 makespan_s=16.9 ideal_s=16.22 efficiency=0.96
+//! result: scenario=hetero16 mode=full ranks=16 realisations=6000 missing=0 duplicates=0 makespan_s=16.9 ideal_s=16.22 efficiency=0.98 count=6000 error=0 help_d0=0 help_d1=0 help_d2=0 storage_ops=148 storage_ops_per_s_peak=32
 //! ```
+//!
+//! `help_d<d>`: realisations helpers at distance `d` took; `storage_ops`:
+//! operations on the shared directory (signal files, as
+//! [`soslb::board::Board::ops`] counts them, and monitor-log writes) over all
+//! ranks, and the most in one second of the run.
 //!
 //! Realisation `id` of rank `i` started at `t` (seconds since the common
 //! start) sleeps `base · c(id) / s_i(t)`, `c(id)` the scenario's cost factor
@@ -204,6 +209,8 @@ fn run_once(
     let mut error: Option<soslb::Error> = None;
     // File operations and time while computing with no SOS open.
     let (mut quiet_ops, mut quiet_time) = (0u64, 0.0f64);
+    // File operations in each second of the run (init's in the first).
+    let (mut per_second, mut counted) = (Vec::<u64>::new(), 0u64);
     loop {
         let t = t0.elapsed().as_secs_f64();
         if leave_at.is_some_and(|l| t >= l) {
@@ -225,6 +232,12 @@ fn run_once(
             quiet_ops += lb.file_ops() - ops0;
             quiet_time += t_call.elapsed().as_secs_f64();
         }
+        let second = t0.elapsed().as_secs() as usize;
+        if per_second.len() <= second {
+            per_second.resize(second + 1, 0);
+        }
+        per_second[second] += lb.file_ops() - counted;
+        counted = lb.file_ops();
         let t_chunk = Instant::now();
         for id in ids {
             let t = t0.elapsed().as_secs_f64();
@@ -250,6 +263,20 @@ fn run_once(
     // Makespan: to the last rank's return from finalize.
     let mut makespan = 0.0f64;
     world.all_reduce_into(&end, &mut makespan, mpi::collective::SystemOperation::max());
+    // Over all ranks: the signal-file and monitor-log operations per second.
+    let mut seconds = 0u64;
+    world.all_reduce_into(
+        &(per_second.len() as u64),
+        &mut seconds,
+        mpi::collective::SystemOperation::max(),
+    );
+    per_second.resize(seconds as usize, 0);
+    let mut ops_per_second = vec![0u64; per_second.len()];
+    world.all_reduce_into(
+        &per_second[..],
+        &mut ops_per_second[..],
+        mpi::collective::SystemOperation::sum(),
+    );
     let root = world.process_at_rank(0);
     let count = computed.len() as i32;
     let per_check = quiet_ops as f64 / (quiet_time / check_interval).max(1.0);
@@ -317,7 +344,7 @@ fn run_once(
         println!(
             "result: scenario={} mode={} ranks={ranks} realisations={} missing={missing} duplicates={duplicates} \
              makespan_s={makespan:.2} ideal_s={ideal:.2} efficiency={:.3} count={} error={} \
-             help_d0={} help_d1={} help_d2={}",
+             help_d0={} help_d1={} help_d2={} storage_ops={} storage_ops_per_s_peak={}",
             scenario.name,
             format!("{:?}", args.mode).to_lowercase(),
             scenario.realisations,
@@ -327,6 +354,8 @@ fn run_once(
             help[0],
             help[1],
             help[2],
+            ops_per_second.iter().sum::<u64>(),
+            ops_per_second.iter().max().unwrap_or(&0),
         );
     } else {
         root.gather_into(&count);
