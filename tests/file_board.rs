@@ -785,3 +785,18 @@ fn a_host_copy_of_the_index_is_read_by_the_other_ranks_of_the_host() {
     assert_eq!(none.read_host_index("n1").unwrap(), None);
     assert_eq!(none.host_copy_path("n1"), None);
 }
+
+/// A host's copy that cannot be written or read (its directory is a file)
+/// is an error naming the copy (the rank then reads the shared index).
+#[test]
+fn a_host_copy_that_cannot_be_written_is_an_error_naming_it() {
+    let job = TempJob::new(1);
+    let blocked = job.path().join("not-a-directory");
+    std::fs::write(&blocked, "").unwrap();
+    let mut board = job.join(0, 1).with_host_dir(&blocked);
+    let written = board.write_host_index("n1", &OpenIndex::default(), 1.0);
+    let read = board.read_host_index("n1");
+    for err in [written.unwrap_err(), read.unwrap_err()] {
+        assert!(err.to_string().contains("not-a-directory/n1.ron"), "{err}");
+    }
+}
