@@ -1149,13 +1149,15 @@ fn deadline_of(config: &Config, since_first: Duration, total: u64) -> Option<Dea
 }
 
 /// The node-local directory of the hosts' copies of the open index for the
-/// run in `job_dir`: `soslb-<hash of job_dir>` in the temporary directory
-/// (`TMPDIR`, else `/tmp`).
+/// run in `job_dir`: `soslb-<user id>-<hash of job_dir>` in the temporary
+/// directory (`TMPDIR`, else `/tmp`).
 fn host_copies_dir(job_dir: &Path) -> PathBuf {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
     job_dir.hash(&mut h);
-    std::env::temp_dir().join(format!("soslb-{:016x}", h.finish()))
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let user = unsafe { libc::getuid() };
+    std::env::temp_dir().join(format!("soslb-{user}-{:016x}", h.finish()))
 }
 
 /// After a clean finalize: remove the signal files of the run, and the whole

@@ -805,8 +805,10 @@ pub struct FileBoard {
     /// Extra delay per operation on each rank's SOS file ([`FileBoard::with_delays_to`]).
     delay_to: Vec<Duration>,
     /// The node-local directory of the hosts' copies of the open index
-    /// ([`FileBoard::with_host_dir`]).
+    /// ([`FileBoard::with_host_dir`]), and whether it was found to be a
+    /// directory of this user.
     host_dir: Option<PathBuf>,
+    host_dir_checked: bool,
 }
 
 /// A host's copy of the open index ([`Board::write_host_index`]).
@@ -870,15 +872,54 @@ impl FileBoard {
             journal,
             takes: Vec::new(),
             host_dir: None,
+            host_dir_checked: false,
         })
     }
 
     /// Keep the hosts' copies of the open index in `dir` (created at the
-    /// first copy), which should be node-local: `<dir>/<host>.ron`. Without
-    /// it there are no copies and every rank reads the shared index.
+    /// first copy, readable by this user only), which should be
+    /// node-local: `<dir>/<host>.ron`. Without it there are no copies and
+    /// every rank reads the shared index. A `dir` that is not a directory
+    /// of this user (another user's, or a link) is never used: an error.
     pub fn with_host_dir(mut self, dir: &Path) -> Self {
         self.host_dir = Some(dir.to_owned());
         self
+    }
+
+    /// The directory of the hosts' copies once it is known to be a
+    /// directory of this user (made if `create`); `Ok(None)` without one.
+    fn host_dir(&mut self, create: bool) -> Result<Option<PathBuf>> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        let Some(dir) = self.host_dir.clone() else {
+            return Ok(None);
+        };
+        if self.host_dir_checked {
+            return Ok(Some(dir));
+        }
+        if create {
+            // (An error shows below: the directory is then missing or not ours.)
+            let _ = fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir);
+        }
+        let meta = match fs::symlink_metadata(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
+            r => r.map_err(|e| Error::io(&dir, e))?,
+        };
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let me = unsafe { libc::getuid() };
+        if !meta.is_dir() || meta.uid() != me {
+            let why = format!(
+                "not a directory of user {me}: the hosts' copies of the index are not kept there"
+            );
+            return Err(Error::io(
+                &dir,
+                io::Error::new(io::ErrorKind::PermissionDenied, why),
+            ));
+        }
+        self.host_dir_checked = true;
+        Ok(Some(dir))
     }
 
     /// Where the copy of the open index for `host` is kept, if copies are.
@@ -1101,6 +1142,9 @@ impl Board for FileBoard {
         let Some(path) = self.host_copy_path(host) else {
             return Ok(None);
         };
+        if self.host_dir(false)?.is_none() {
+            return Ok(None);
+        }
         match read_file::<HostCopy>(&path) {
             Ok(Decoded::Body(c)) => Ok(Some((c.index, c.read_at))),
             // (Written by rename: never torn, unless by something else.)
@@ -1114,6 +1158,7 @@ impl Board for FileBoard {
         let Some(path) = self.host_copy_path(host) else {
             return Ok(());
         };
+        self.host_dir(true)?;
         // Written aside, then renamed over the copy: readers on the host
         // see the old copy or the new one, whole.
         let aside = path.with_extension(format!("{}.new", self.rank));
@@ -1121,14 +1166,7 @@ impl Board for FileBoard {
             read_at: at,
             index: index.clone(),
         };
-        let text = format::encode(&copy);
-        fs::write(&aside, &text)
-            .or_else(|e| match (e.kind(), path.parent()) {
-                (io::ErrorKind::NotFound, Some(dir)) => {
-                    fs::create_dir_all(dir).and_then(|()| fs::write(&aside, &text))
-                }
-                _ => Err(e),
-            })
+        fs::write(&aside, format::encode(&copy))
             .and_then(|()| fs::rename(&aside, &path))
             .map_err(|e| Error::io(&path, e))
     }
