@@ -886,26 +886,26 @@ impl FileBoard {
         self
     }
 
-    /// The directory of the hosts' copies once it is known to be a
-    /// directory of this user (made if `create`); `Ok(None)` without one.
-    fn host_dir(&mut self, create: bool) -> Result<Option<PathBuf>> {
+    /// Whether the directory of the hosts' copies is there (made if
+    /// `create`), and an error if it is not a directory of this user.
+    fn host_dir_ready(&mut self, create: bool) -> Result<bool> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-        let Some(dir) = self.host_dir.clone() else {
-            return Ok(None);
+        let Some(dir) = &self.host_dir else {
+            return Ok(false);
         };
         if self.host_dir_checked {
-            return Ok(Some(dir));
+            return Ok(true);
         }
         if create {
             // (An error shows below: the directory is then missing or not ours.)
             let _ = fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
-                .create(&dir);
+                .create(dir);
         }
-        let meta = match fs::symlink_metadata(&dir) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
-            r => r.map_err(|e| Error::io(&dir, e))?,
+        let meta = match fs::symlink_metadata(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(false),
+            r => r.map_err(|e| Error::io(dir, e))?,
         };
         // SAFETY: getuid has no preconditions and cannot fail.
         let me = unsafe { libc::getuid() };
@@ -914,12 +914,12 @@ impl FileBoard {
                 "not a directory of user {me}: the hosts' copies of the index are not kept there"
             );
             return Err(Error::io(
-                &dir,
+                dir,
                 io::Error::new(io::ErrorKind::PermissionDenied, why),
             ));
         }
         self.host_dir_checked = true;
-        Ok(Some(dir))
+        Ok(true)
     }
 
     /// Where the copy of the open index for `host` is kept, if copies are.
@@ -1142,7 +1142,7 @@ impl Board for FileBoard {
         let Some(path) = self.host_copy_path(host) else {
             return Ok(None);
         };
-        if self.host_dir(false)?.is_none() {
+        if !self.host_dir_ready(false)? {
             return Ok(None);
         }
         match read_file::<HostCopy>(&path) {
@@ -1158,7 +1158,7 @@ impl Board for FileBoard {
         let Some(path) = self.host_copy_path(host) else {
             return Ok(());
         };
-        self.host_dir(true)?;
+        self.host_dir_ready(true)?;
         // Written aside, then renamed over the copy: readers on the host
         // see the old copy or the new one, whole.
         let aside = path.with_extension(format!("{}.new", self.rank));
