@@ -124,9 +124,10 @@ pub fn largest_remainder(amount: u64, weights: &[f64]) -> Vec<u64> {
 /// `y_i = Y·v_i/Σv`. A rank that kept a reserve computes it while the
 /// exchange completes; at the last report it has `r_i` of it left
 /// (estimated at its speed), and the shares make every rank end together:
-/// `y_i + r_i = (Y + Σr)·v_i/Σv` (see [`split`]). The shares are rounded by
-/// largest remainder, and the tails, in id order, are cut into consecutive
-/// pieces of sizes `y_0, y_1, …`.
+/// `y_i + r_i = (Y + Σr)·v_i/Σv`, and a rank whose reserve alone outlasts
+/// that end gets nothing. The shares are rounded by largest remainder, and
+/// the tails, in id order, are cut into consecutive pieces of sizes
+/// `y_0, y_1, …`.
 pub fn rescale(reports: &[WarmupReport]) -> Plan {
     let speeds: Vec<f64> = reports.iter().map(|r| usable(r.speed)).collect();
     let mut tails: Vec<Range<u64>> = reports

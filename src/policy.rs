@@ -711,7 +711,7 @@ impl Rank {
     /// worth a steal.
     ///
     /// A call that looked at other ranks' records also measures a look at
-    /// the farthest of them ([`Rank::steal_cost`]).
+    /// the farthest of them, which sizes the shares taken that far.
     pub fn observe_storage(&mut self, seconds: f64) {
         let average = |c: f64, x: f64| if c == 0.0 { x } else { 0.75 * c + 0.25 * x };
         let seconds = seconds.max(0.0);
