@@ -234,6 +234,43 @@ fn slow_storage_still_pays_and_loses_nothing() {
     }
 }
 
+/// On very slow storage (200 ms per file operation) an SOS brings more file
+/// time than a lateness of a few seconds is worth: mode full must not lose
+/// to mode warmup (over 8 seeds; it did when owners posted for lateness of
+/// four consultations of the board: fluct16 0.54 against 0.66).
+#[test]
+fn on_very_slow_storage_mode_full_does_not_lose_to_mode_warmup() {
+    for name in ["fluct16", "step16"] {
+        let s = Scenario::from_file(&Scenario::path_of(name)).unwrap();
+        let mean = |mode| {
+            let runs = 1..=8u64;
+            let sum: f64 = runs
+                .clone()
+                .map(|seed| {
+                    let opts = Options {
+                        seed,
+                        jitter: 0.1,
+                        storage_delay: 0.2,
+                        ..Options::default()
+                    };
+                    let mut p = params(mode, HelpPolicy::Balanced);
+                    p.warmup = 1.0;
+                    let out = sim::simulate(&s, &p, &opts).unwrap();
+                    assert_exactly_once(&out);
+                    s.ideal(s.ranks) / out.makespan
+                })
+                .sum();
+            sum / runs.count() as f64
+        };
+        let (warmup, full) = (mean(Mode::Warmup), mean(Mode::Full));
+        println!("{name} at 0.2 s per operation: warmup {warmup:.3} full {full:.3}");
+        assert!(
+            full >= warmup - 0.01,
+            "{name}: full {full:.3}, warmup {warmup:.3}"
+        );
+    }
+}
+
 /// On very slow storage (200 ms per file operation) a rank that slows down
 /// posts its SOS while its speed estimate still lags, and keeps too long a
 /// lease; it consults its SOS only every few seconds there. It gives the
