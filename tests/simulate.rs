@@ -271,6 +271,35 @@ fn on_very_slow_storage_mode_full_does_not_lose_to_mode_warmup() {
     }
 }
 
+/// On slow storage (50 ms per file operation) a slowdown of one second does
+/// not open an SOS (its file time would outweigh it: the rank is late only
+/// at its recent speed, not at its steady one), while a lasting one does.
+#[test]
+fn on_slow_storage_a_passing_slowdown_posts_no_sos_and_a_lasting_one_does() {
+    let posts = |until: Option<f64>| {
+        let mut s = scenario(16, 8000, vec![1.0], None, None);
+        s.base = 0.02;
+        s.speed.push(Factor::Step {
+            at: 3.0,
+            until,
+            from_rank: 15,
+            to_rank: None,
+            factor: 0.1,
+        });
+        let opts = Options {
+            storage_delay: 0.05,
+            ..Options::default()
+        };
+        let mut p = params(Mode::Full, HelpPolicy::Balanced);
+        p.warmup = 1.0;
+        let out = sim::simulate(&s, &p, &opts).unwrap();
+        assert_exactly_once(&out);
+        out.reports[15].sos_posted
+    };
+    assert_eq!(posts(Some(4.0)), 0, "an SOS for a slowdown of one second");
+    assert!(posts(None) > 0, "no SOS for a lasting slowdown");
+}
+
 /// On very slow storage (200 ms per file operation) a rank that slows down
 /// posts its SOS while its speed estimate still lags, and keeps too long a
 /// lease; it consults its SOS only every few seconds there. It gives the
