@@ -22,6 +22,7 @@ use mpi::traits::Communicator;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
 /// How often a waiting rank tests the termination wave, seconds: from the
@@ -76,6 +77,9 @@ pub struct Balancer {
     due: f64,
     /// Rank 0's progress line (DESIGN §12).
     progress: Option<Progress>,
+    /// The storage cost, timed in the background at init
+    /// ([`FileBoard::probe_storage`]), until it arrives.
+    storage_probe: Option<Receiver<f64>>,
 }
 
 /// The shell's side of the termination: waves, this rank's failure or stop,
@@ -231,7 +235,7 @@ impl Balancer {
                 .with_host_dir(&host_copies_dir(&job_dir));
             Ok((board.with_wait_warning(wait), monitor))
         });
-        let (mut board, mut monitor) = comm.agree(joined)?;
+        let (board, mut monitor) = comm.agree(joined)?;
         let discovery = if config.mode == Mode::Full {
             comm.agree(check_locks(&comm, &topology, &job_dir))?;
             let watch = match config.discovery {
@@ -301,16 +305,8 @@ impl Balancer {
             .as_mut()
             .map_or(f64::INFINITY, |j| j.due())
             .min(stop_at);
-        let mut rank = Rank::new(me, to_compute, Params::from(&config), topology);
-        if discovery.is_some() {
-            // The cost of a consultation of the board, before the first
-            // decision that depends on it: a read of this rank's own record
-            // (two operations: open, read) is a third of a locked look and
-            // write (six), the least consultation.
-            let t = Instant::now();
-            comm.agree(board.peek_sos(me).map(drop))?;
-            rank.observe_storage(3.0 * t.elapsed().as_secs_f64());
-        }
+        let rank = Rank::new(me, to_compute, Params::from(&config), topology);
+        let storage_probe = discovery.as_ref().map(|_| board.probe_storage());
         let end = Termination {
             judge: Judge::new(to_compute, comm.size()),
             wave: None,
@@ -343,7 +339,23 @@ impl Balancer {
             journal,
             due,
             progress,
+            storage_probe,
         })
+    }
+
+    /// The storage cost timed at init, once it has arrived: a read (two
+    /// operations: open, read) is a third of the least consultation of the
+    /// board, a locked look and write (six).
+    fn take_storage_probe(&mut self) {
+        let Some(probe) = &self.storage_probe else {
+            return;
+        };
+        match probe.try_recv() {
+            Ok(seconds) => self.rank.observe_storage(3.0 * seconds),
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => {}
+        }
+        self.storage_probe = None;
     }
 
     /// Seconds since the common start.
@@ -613,6 +625,7 @@ impl Balancer {
             return false;
         }
         self.end.next_test = now + BUSY_TEST_INTERVAL;
+        self.take_storage_probe();
         if let Some(wave) = &mut self.end.wave {
             let Some(words) = wave.test() else {
                 self.warn_stall(now);
@@ -782,6 +795,8 @@ impl Balancer {
             self.conclude_with(v);
             return Ok(());
         }
+        // Before the first decision that depends on it, if it is there.
+        self.take_storage_probe();
         let now = self.now();
         self.rank.apply_plan(&reports, now)?;
         if self.deadline.is_some() {

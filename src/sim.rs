@@ -162,8 +162,10 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         .map(|i| {
             let mut rank = Rank::new(i, scenario.realisations, params.clone(), topology.clone());
             if opts.storage_delay > 0.0 && params.mode == crate::config::Mode::Full {
-                // As the shell does at init: a read of the own SOS record
-                // (two operations) counted as a third of a consultation.
+                // As the shell learns before the plan: a read of `job.ron`
+                // (two operations, timed in the background: the rank
+                // spends no time on it) counted as a third of a
+                // consultation.
                 rank.observe_storage(6.0 * opts.storage_delay);
             }
             rank

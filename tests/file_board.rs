@@ -437,6 +437,32 @@ fn operations_are_counted() {
     assert_eq!(board.ops() - before, 1 + 1 + 4 + 4);
 }
 
+/// The storage cost is timed in a thread of its own: the caller returns at
+/// once, and the read's seconds (two operations at the emulated 0.1 s)
+/// arrive later; a job directory gone sends nothing, and nothing hangs.
+#[test]
+fn the_storage_probe_costs_the_caller_no_file_time() {
+    let job = TempJob::new(1);
+    let board = job.join(0, 1).with_delay(Duration::from_millis(100));
+    let t = std::time::Instant::now();
+    let probe = board.probe_storage();
+    assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
+    let seconds = probe.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!((0.2..5.0).contains(&seconds), "{seconds}");
+    assert_eq!(
+        board.ops(),
+        0,
+        "the probe is not one of the run's operations"
+    );
+
+    std::fs::remove_file(job.path().join("job.ron")).unwrap();
+    let probe = board.probe_storage();
+    assert!(
+        probe.recv_timeout(Duration::from_secs(10)).is_err(),
+        "a failed read sent seconds"
+    );
+}
+
 /// The child half of `a_long_lock_wait_warns_with_back_off_and_sleeps`: join
 /// the job named by `SOSLB_TEST_WAIT_JOB` as rank 0 and wait for the lock of
 /// rank 1's SOS file, which the parent holds.
