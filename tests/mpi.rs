@@ -218,7 +218,7 @@ fn a_passing_slowdown_opens_an_sos_and_withdraws_it() {
         ("SOSLB_LATE_THRESHOLD", "0.5"),
     ];
     let run = emulate("blip", "full", &env);
-    run.assert_exactly_once(5000);
+    run.assert_exactly_once(10000);
     let log = run.log(15);
     let posted = log.find(" sos-posted ").expect("rank 15 posted an SOS");
     let withdrawn = log
