@@ -37,14 +37,18 @@ const RISK: f64 = 2.0;
 /// with 12, 0.66; step16 0.53 → 0.56. At 50 ms, within 0.02 of 4.
 const SOS_COST: f64 = 12.0;
 
-/// The window of the steady speed, in speed windows. A rank posts an SOS
-/// only when it is late at its recent speed and at its steady speed both,
-/// so that a passing slowdown (speeds that fluctuate) posts no SOS whose
-/// file time outweighs it; a lasting one shows in both within a window.
-/// Simulator, 16 seeds, 50 ms per file operation: fluct16 0.725 → 0.752,
-/// step16 0.746 → 0.777, tail16 0.72 → 0.79; on fast storage, unchanged
-/// within noise (20 seeds, ten scenarios); over the whole run instead of
-/// four windows, step16 lost 0.08 at 200 ms (its SOS came too late).
+/// The window of the steady speed, in speed windows. Where an SOS costs
+/// more file time than the configured `late_threshold` ([`SOS_COST`]
+/// storage costs: slow storage), a rank posts only when it is late at its
+/// recent speed and at its steady speed both, so that a passing slowdown
+/// (speeds that fluctuate) posts no SOS whose file time outweighs it; a
+/// lasting one shows in both within a window. Simulator, 16 seeds, 50 ms
+/// per file operation: fluct16 0.725 → 0.754, step16 0.746 → 0.777,
+/// tail16 0.72 → 0.79 (emulator, three runs each: fluct16 0.740 → 0.767,
+/// step16 0.786 → 0.775); over the whole run instead of four windows,
+/// step16 lost 0.08 at 200 ms (its SOS came too late). On fast storage a
+/// post costs next to nothing and a late one does: there the gate cost
+/// fluct16 without jitter 0.990 → 0.962, and it is off.
 const STEADY_WINDOWS: f64 = 4.0;
 
 /// The numbers of the config the state machine uses.
@@ -788,11 +792,13 @@ impl Rank {
             .max(upkeep);
         // Late against the horizon, or against the job's forecast end when
         // that came earlier (the others are faster than planned): then the
-        // rank's last realisations would keep idle ranks waiting. A post
-        // needs lateness at the steady speed too.
+        // rank's last realisations would keep idle ranks waiting. On slow
+        // storage a post needs lateness at the steady speed too.
         let steady = match self.sos {
-            None => forecast(now, remaining, v.max(self.steady.update())),
-            Some(_) => tau,
+            None if SOS_COST * self.storage_cost > self.params.late_threshold => {
+                forecast(now, remaining, v.max(self.steady.update()))
+            }
+            _ => tau,
         };
         let late = steady - self.horizon.min(self.job_end) >= threshold;
         // An open SOS is consulted at most once per interval: a check

@@ -205,6 +205,16 @@ fn full_mode_beats_warmup_which_beats_static_on_the_bundled_scenarios() {
     }
 }
 
+/// The efficiency of `s` in `mode` with a warm-up of 1 s and the balanced
+/// policy, after checking that every id was computed once.
+fn efficiency(s: &Scenario, mode: Mode, opts: &Options) -> f64 {
+    let mut p = params(mode, HelpPolicy::Balanced);
+    p.warmup = 1.0;
+    let out = sim::simulate(s, &p, opts).unwrap();
+    assert_exactly_once(&out);
+    s.ideal(s.ranks) / out.makespan
+}
+
 /// On slow storage (every file operation 50 ms, as the emulator's
 /// `storage_delay`), balancing still pays: every id once, and mode full
 /// beats mode warmup on the bundled scenarios.
@@ -218,13 +228,7 @@ fn slow_storage_still_pays_and_loses_nothing() {
             storage_delay: 0.05,
             ..Options::default()
         };
-        let run = |mode| {
-            let mut p = params(mode, HelpPolicy::Balanced);
-            p.warmup = 1.0;
-            let out = sim::simulate(&s, &p, &opts).unwrap();
-            assert_exactly_once(&out);
-            s.ideal(s.ranks) / out.makespan
-        };
+        let run = |mode| efficiency(&s, mode, &opts);
         let (warmup, full) = (run(Mode::Warmup), run(Mode::Full));
         println!("{name} on slow storage: warmup {warmup:.3} full {full:.3}");
         assert!(
@@ -253,11 +257,7 @@ fn on_very_slow_storage_mode_full_does_not_lose_to_mode_warmup() {
                         storage_delay: 0.2,
                         ..Options::default()
                     };
-                    let mut p = params(mode, HelpPolicy::Balanced);
-                    p.warmup = 1.0;
-                    let out = sim::simulate(&s, &p, &opts).unwrap();
-                    assert_exactly_once(&out);
-                    s.ideal(s.ranks) / out.makespan
+                    efficiency(&s, mode, &opts)
                 })
                 .sum();
             sum / runs.count() as f64
