@@ -205,14 +205,31 @@ fn full_mode_beats_warmup_which_beats_static_on_the_bundled_scenarios() {
     }
 }
 
-/// The efficiency of `s` in `mode` with a warm-up of 1 s and the balanced
-/// policy, after checking that every id was computed once.
-fn efficiency(s: &Scenario, mode: Mode, opts: &Options) -> f64 {
-    let mut p = params(mode, HelpPolicy::Balanced);
-    p.warmup = 1.0;
-    let out = sim::simulate(s, &p, opts).unwrap();
-    assert_exactly_once(&out);
-    s.ideal(s.ranks) / out.makespan
+/// The mean efficiencies of mode warmup and mode full on the bundled
+/// scenario `name`, with a warm-up of 1 s and the balanced policy, at
+/// `delay` seconds per file operation and `jitter`, over seeds `1..=seeds`;
+/// every run computes every id once.
+fn warmup_and_full(name: &str, delay: f64, jitter: f64, seeds: u64) -> (f64, f64) {
+    let s = Scenario::from_file(&Scenario::path_of(name)).unwrap();
+    let mean = |mode| {
+        let mut p = params(mode, HelpPolicy::Balanced);
+        p.warmup = 1.0;
+        let sum: f64 = (1..=seeds)
+            .map(|seed| {
+                let opts = Options {
+                    seed,
+                    jitter,
+                    storage_delay: delay,
+                    ..Options::default()
+                };
+                let out = sim::simulate(&s, &p, &opts).unwrap();
+                assert_exactly_once(&out);
+                s.ideal(s.ranks) / out.makespan
+            })
+            .sum();
+        sum / seeds as f64
+    };
+    (mean(Mode::Warmup), mean(Mode::Full))
 }
 
 /// On slow storage (every file operation 50 ms, as the emulator's
@@ -220,16 +237,8 @@ fn efficiency(s: &Scenario, mode: Mode, opts: &Options) -> f64 {
 /// beats mode warmup on the bundled scenarios.
 #[test]
 fn slow_storage_still_pays_and_loses_nothing() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scenarios");
     for name in ["hetero16", "fluct16", "step16"] {
-        let s = Scenario::from_file(&dir.join(format!("{name}.ron"))).unwrap();
-        let opts = Options {
-            jitter: 0.02,
-            storage_delay: 0.05,
-            ..Options::default()
-        };
-        let run = |mode| efficiency(&s, mode, &opts);
-        let (warmup, full) = (run(Mode::Warmup), run(Mode::Full));
+        let (warmup, full) = warmup_and_full(name, 0.05, 0.02, 1);
         println!("{name} on slow storage: warmup {warmup:.3} full {full:.3}");
         assert!(
             full >= warmup - 0.02,
@@ -245,24 +254,7 @@ fn slow_storage_still_pays_and_loses_nothing() {
 #[test]
 fn on_very_slow_storage_mode_full_does_not_lose_to_mode_warmup() {
     for name in ["fluct16", "step16"] {
-        let s = Scenario::from_file(&Scenario::path_of(name)).unwrap();
-        let mean = |mode| {
-            let runs = 1..=8u64;
-            let sum: f64 = runs
-                .clone()
-                .map(|seed| {
-                    let opts = Options {
-                        seed,
-                        jitter: 0.1,
-                        storage_delay: 0.2,
-                        ..Options::default()
-                    };
-                    efficiency(&s, mode, &opts)
-                })
-                .sum();
-            sum / runs.count() as f64
-        };
-        let (warmup, full) = (mean(Mode::Warmup), mean(Mode::Full));
+        let (warmup, full) = warmup_and_full(name, 0.2, 0.1, 8);
         println!("{name} at 0.2 s per operation: warmup {warmup:.3} full {full:.3}");
         assert!(
             full >= warmup - 0.01,
