@@ -161,16 +161,6 @@ fn the_plan_follows_the_measured_speeds_on_8_ranks() {
 fn one_slow_rank() {
     let run = emulate("slow1", "full", &[]);
     run.assert_exactly_once(3000);
-    // The storage operations over all ranks: some (init, the SOS, the
-    // steals), and the busiest second holds no more than all of them.
-    let (all, peak) = (
-        run.result("storage_ops"),
-        run.result("storage_ops_per_s_peak"),
-    );
-    assert!(
-        peak > 0.0 && peak <= all,
-        "{all} operations, {peak} in one second"
-    );
 }
 
 #[test]
@@ -185,6 +175,17 @@ fn three_ranks_that_slow_down_after_the_warmup_get_help() {
         );
     }
     assert!((13..16).map(|r| run.rank(r, "given")).sum::<f64>() > 0.0);
+    // The storage operations over all ranks: some (the SOS, the steals;
+    // a run in which no SOS opens may make none), and the busiest second
+    // holds no more than all of them.
+    let (all, peak) = (
+        run.result("storage_ops"),
+        run.result("storage_ops_per_s_peak"),
+    );
+    assert!(
+        peak > 0.0 && peak <= all,
+        "{all} operations, {peak} in one second"
+    );
 }
 
 #[test]
