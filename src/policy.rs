@@ -309,9 +309,8 @@ pub struct Rank {
     seen_aids: usize,
     /// After an unrecoverable error on its own SOS record, the rank stops posting.
     board_broken: bool,
+    /// The speed, and the steady speed over [`STEADY_WINDOWS`] windows.
     speed: Speed,
-    /// The speed over [`STEADY_WINDOWS`] speed windows.
-    steady: Speed,
     horizon: f64,
     next_check: f64,
     /// Since when the rank has had no work (a helper looking for an SOS).
@@ -408,8 +407,8 @@ impl Rank {
             free: false,
             open_sos: 0,
             index_changed: false,
-            speed: Speed::new(params.speed_window),
-            steady: Speed::new(STEADY_WINDOWS * params.speed_window),
+            speed: Speed::new(params.speed_window)
+                .with_steady_window(STEADY_WINDOWS * params.speed_window),
             horizon: f64::INFINITY,
             next_check: params.check_interval,
             idle_since: None,
@@ -567,7 +566,6 @@ impl Rank {
         self.looks = (0, 0);
         if let Some((t0, chunk)) = self.out.take() {
             self.speed.record(now - t0, chunk.end - chunk.start);
-            self.steady.record(now - t0, chunk.end - chunk.start);
             self.audit.add(chunk.clone());
             self.progress.insert(chunk);
         }
@@ -796,7 +794,7 @@ impl Rank {
         // storage a post needs lateness at the steady speed too.
         let steady = match self.sos {
             None if SOS_COST * self.storage_cost > self.params.late_threshold => {
-                forecast(now, remaining, v.max(self.steady.update()))
+                forecast(now, remaining, v.max(self.speed.steady()))
             }
             _ => tau,
         };

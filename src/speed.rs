@@ -4,7 +4,8 @@
 //! following `next` call: time spent computing, not waiting. The estimator
 //! keeps cumulative counters updated on every chunk (two additions, nothing
 //! else on the fast path) and, at each check, a sample of them; the speed is
-//! measured over the samples that span the last `window` seconds of computing.
+//! measured over the samples that span the last `window` seconds of computing,
+//! and the *steady* speed over a longer window from the same samples.
 
 use std::collections::VecDeque;
 
@@ -12,6 +13,8 @@ use std::collections::VecDeque;
 #[derive(Clone, Debug)]
 pub struct Speed {
     window: f64,
+    /// The window of the steady speed (at least `window`).
+    steady_window: f64,
     busy: f64,
     done: u64,
     /// Σ busy²/n over the chunks: with `busy` and `done`, the spread of
@@ -19,6 +22,7 @@ pub struct Speed {
     squares: f64,
     samples: VecDeque<(f64, u64)>,
     estimate: f64,
+    steady: f64,
 }
 
 impl Speed {
@@ -26,12 +30,22 @@ impl Speed {
     pub fn new(window: f64) -> Self {
         Speed {
             window,
+            steady_window: window,
             busy: 0.0,
             done: 0,
             squares: 0.0,
             samples: VecDeque::from([(0.0, 0)]),
             estimate: 0.0,
+            steady: 0.0,
         }
+    }
+
+    /// Also measure the steady speed, over `window` seconds of computing
+    /// ([`Speed::steady`]; no longer than the speed's own window is no
+    /// different from it).
+    pub fn with_steady_window(mut self, window: f64) -> Self {
+        self.steady_window = window.max(self.window);
+        self
     }
 
     /// Account a finished chunk of `n` realisations that took `busy` seconds.
@@ -68,28 +82,47 @@ impl Speed {
             .sqrt()
     }
 
-    /// Take a sample and refresh the estimate; returns it.
+    /// Take a sample and refresh the estimates; returns the speed.
     pub fn update(&mut self) -> f64 {
         let now = (self.busy, self.done);
         if self.samples.back().is_some_and(|&(b, _)| b < now.0) {
             self.samples.push_back(now);
         }
-        // Keep exactly one sample at or before the start of the window.
-        while self.samples.len() > 2 && self.samples[1].0 <= now.0 - self.window {
+        // Keep exactly one sample at or before the start of the steady
+        // window; the speed's window starts at the last sample at or
+        // before its own start.
+        while self.samples.len() > 2 && self.samples[1].0 <= now.0 - self.steady_window {
             self.samples.pop_front();
         }
-        let (b0, d0) = self.samples[0];
-        if now.0 > b0 && now.1 > d0 {
-            self.estimate = (now.1 - d0) as f64 / (now.0 - b0);
-        } else if self.busy > 0.0 && self.done > 0 {
-            self.estimate = self.done as f64 / self.busy;
-        }
+        let start = self
+            .samples
+            .partition_point(|&(b, _)| b <= now.0 - self.window);
+        self.estimate = self.over(self.samples[start.max(1) - 1], self.estimate);
+        self.steady = self.over(self.samples[0], self.steady);
         self.estimate
+    }
+
+    /// The speed since the sample `(b0, d0)`, or over the whole run when
+    /// nothing was done since; `last` when nothing was done at all.
+    fn over(&self, (b0, d0): (f64, u64), last: f64) -> f64 {
+        if self.busy > b0 && self.done > d0 {
+            (self.done - d0) as f64 / (self.busy - b0)
+        } else if self.busy > 0.0 && self.done > 0 {
+            self.done as f64 / self.busy
+        } else {
+            last
+        }
     }
 
     /// The current estimate, realisations per second (0 before any measurement).
     pub fn get(&self) -> f64 {
         self.estimate
+    }
+
+    /// The steady speed at the last [`Speed::update`]: over the steady
+    /// window ([`Speed::with_steady_window`]).
+    pub fn steady(&self) -> f64 {
+        self.steady
     }
 }
 
@@ -132,6 +165,29 @@ mod tests {
             s.update();
         }
         assert!((s.get() - 20.0).abs() < 1e-9, "{}", s.get());
+    }
+
+    #[test]
+    fn the_steady_speed_remembers_what_the_window_forgot() {
+        let mut s = Speed::new(1.0).with_steady_window(4.0);
+        for _ in 0..30 {
+            s.record(0.1, 10); // 100/s
+            s.update();
+        }
+        for _ in 0..20 {
+            s.record(0.1, 2); // 20/s
+            s.update();
+        }
+        // The last second is all at 20/s; the last four seconds hold two
+        // at 100/s and two at 20/s: about 60/s (the window starts at the
+        // last sample at or before its start).
+        assert!((s.get() - 20.0).abs() < 1e-9, "{}", s.get());
+        assert!((55.0..66.0).contains(&s.steady()), "{}", s.steady());
+        // Without a steady window, the steady speed is the speed.
+        let mut plain = Speed::new(1.0);
+        plain.record(0.5, 10);
+        plain.update();
+        assert_eq!(plain.steady(), plain.get());
     }
 
     #[test]
