@@ -1,11 +1,14 @@
 //! [`Balancer`]: the MPI and file shell around the pure state machine
 //! ([`crate::policy::Rank`]). It reads the clock, makes the collectives,
-//! runs the termination waves ([`crate::verdict`]), owns the file board, the
-//! discovery of SOS files and the monitor log.
+//! runs the termination waves ([`crate::verdict`]), runs the rank's clerk
+//! ([`crate::clerk`]) with the file board in a thread of its own, and owns
+//! the discovery of SOS files and the monitor log.
 
 use crate::board::Board;
 use crate::board::file::{self, FileBoard, JobInfo};
+use crate::board::warn::Warnings;
 use crate::board::watch::Discovery;
+use crate::clerk::{Clerk, Outcome, Reply, Request};
 use crate::comm::{Comm, Gather, Wave, check_mpi};
 use crate::config::{self, Config, Mode};
 use crate::deadline::{self, Deadline};
@@ -22,7 +25,8 @@ use mpi::traits::Communicator;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How often a waiting rank tests the termination wave, seconds: from the
@@ -54,7 +58,14 @@ static FIRST_START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 pub struct Balancer {
     comm: Comm,
     rank: Rank,
-    board: FileBoard,
+    /// The rank's clerk and the file board, in their thread.
+    desk: Desk,
+    /// The run directory.
+    job_dir: PathBuf,
+    /// This host's copy of the open index (removed at the end).
+    host_copy: Option<PathBuf>,
+    /// Warnings on stderr, rate-limited.
+    warner: Warnings,
     discovery: Option<Discovery>,
     monitor: Monitor,
     config: Config,
@@ -307,6 +318,8 @@ impl Balancer {
             .min(stop_at);
         let rank = Rank::new(me, to_compute, Params::from(&config), topology);
         let storage_probe = discovery.as_ref().map(|_| board.probe_storage());
+        let host_copy = board.host_copy_path(rank.topology().host(me));
+        let desk = comm.agree(Desk::start(Clerk::new(&rank), board))?;
         let end = Termination {
             judge: Judge::new(to_compute, comm.size()),
             wave: None,
@@ -324,7 +337,10 @@ impl Balancer {
         Ok(Balancer {
             rank,
             comm,
-            board,
+            desk,
+            job_dir,
+            host_copy,
+            warner: Warnings::new(me),
             discovery,
             monitor,
             config,
@@ -399,6 +415,8 @@ impl Balancer {
             self.conclude();
             return self.outcome();
         }
+        // The chunk handed out starts after the library's own time.
+        let mut restart = journalled;
         loop {
             if self.end.gather.is_some() {
                 if let Err(e) = self.end_exchange(false) {
@@ -408,26 +426,26 @@ impl Balancer {
                     return self.outcome();
                 }
             }
-            let ops = self.board.ops();
-            let step = self.rank.next(now, &mut self.board);
+            if self.rank.asking()
+                && let Err(e) = self.take_reply(None)
+            {
+                return self.fail_and_conclude(e);
+            }
+            let step = self.rank.next(now);
             let logged = self.rank.has_events();
             if logged {
                 self.log_events(now);
+                restart = true;
             }
             match step {
                 Err(e) => return self.fail_and_conclude(e),
                 Ok(Step::Compute(ids)) => {
-                    // Only computing counts in the speed, never file time;
-                    // the file time sets how often the board is consulted.
-                    let touched = self.board.ops() != ops;
-                    if logged || touched || journalled {
-                        let t = self.now();
-                        if touched {
-                            self.rank.observe_storage(t - now);
-                        }
-                        self.rank.restart_chunk(t);
+                    // Only computing counts in the speed, never the
+                    // library's own time.
+                    if restart {
+                        self.rank.restart_chunk(self.now());
                     }
-                    if now >= self.end.next_test && self.wave_tick(now) {
+                    if now >= self.end.next_test && self.wave_tick(now, false) {
                         return self.outcome();
                     }
                     if self.stretch > 0.0 {
@@ -438,8 +456,23 @@ impl Balancer {
                         None => ids,
                     }));
                 }
+                Ok(Step::Ask(request)) => {
+                    if let Err(e) = self.desk.send(request) {
+                        return self.fail_and_conclude(e);
+                    }
+                    continue;
+                }
+                Ok(Step::AwaitReply) => {
+                    restart = true;
+                    match self.await_reply() {
+                        Ok(true) => return self.outcome(),
+                        Ok(false) => {}
+                        Err(e) => return self.fail_and_conclude(e),
+                    }
+                }
                 Ok(Step::Exchange(report)) => self.start_exchange(&report),
                 Ok(Step::AwaitPlan) => {
+                    restart = true;
                     if let Err(e) = self.end_exchange(true) {
                         return self.fail_and_conclude(e);
                     }
@@ -448,6 +481,7 @@ impl Balancer {
                     }
                 }
                 Ok(Step::Idle { until }) => {
+                    restart = true;
                     // The ids finished since the last check, logged when
                     // they were (the rank may wait long for the verdict).
                     self.rank.flush_progress(now);
@@ -460,6 +494,31 @@ impl Balancer {
                 }
             }
             now = self.now();
+        }
+    }
+
+    /// The clerk's reply, if it has come (waiting up to `wait` for it):
+    /// the state machine applies it.
+    fn take_reply(&mut self, wait: Option<Duration>) -> Result<bool> {
+        let Some(reply) = self.desk.reply(wait)? else {
+            return Ok(false);
+        };
+        self.rank.reply(reply)?;
+        Ok(true)
+    }
+
+    /// No work until the clerk's reply comes: wait for it while taking
+    /// part in the termination waves. True once there is a verdict.
+    fn await_reply(&mut self) -> Result<bool> {
+        let mut test_every = TEST_INTERVAL.0;
+        loop {
+            if self.wave_tick(self.now(), true) {
+                return Ok(true);
+            }
+            if self.take_reply(Some(Duration::from_secs_f64(test_every)))? {
+                return Ok(false);
+            }
+            test_every = (2.0 * test_every).min(TEST_INTERVAL.1);
         }
     }
 
@@ -484,7 +543,7 @@ impl Balancer {
             && let Err(e) = j.write(now, &self.observables)
         {
             let text = format!("the completion journal could not be written: {e}");
-            if self.board.warn(&text) {
+            if self.warner.warn(&text) {
                 self.warnings.push(text.clone());
             }
             self.monitor.line(now, format_args!("warning {text}"));
@@ -554,7 +613,7 @@ impl Balancer {
                 })
             }
             Some(Verdict::Lost { completed }) => Err(Error::Corrupt {
-                path: self.board.dir().to_path_buf(),
+                path: self.job_dir.clone(),
                 reason: format!(
                     "the ranks computed {completed} of {} realisations and none owns any more: \
                      ids were lost (a signal file destroyed or replaced during the run?); see \
@@ -596,7 +655,7 @@ impl Balancer {
             }
         }
         let mut pause = TEST_INTERVAL.0;
-        while !self.wave_tick(self.now()) {
+        while !self.wave_tick(self.now(), true) {
             std::thread::sleep(Duration::from_secs_f64(pause));
             pause = (2.0 * pause).min(TEST_INTERVAL.1);
         }
@@ -616,8 +675,9 @@ impl Balancer {
     }
 
     /// Test the wave in flight; join a new one when none is in flight (a
-    /// busy rank only at its checks). True once there is a verdict.
-    fn wave_tick(&mut self, now: f64) -> bool {
+    /// busy rank only at its checks, unless `waiting` inside the library).
+    /// True once there is a verdict.
+    fn wave_tick(&mut self, now: f64, waiting: bool) -> bool {
         if self.end.verdict.is_some() {
             return true;
         }
@@ -647,7 +707,7 @@ impl Balancer {
             }
         }
         let status = self.status();
-        if status.busy && now < self.end.next_wave {
+        if status.busy && !waiting && now < self.end.next_wave {
             return false;
         }
         self.end.next_wave = now + self.config.check_interval;
@@ -748,7 +808,7 @@ impl Balancer {
     fn log_events(&mut self, now: f64) {
         for e in self.rank.drain_events() {
             if let crate::policy::Event::Recovered { error } = &e {
-                self.board.warn(error); // one whole line, repeats rate-limited
+                self.warner.warn(error); // one whole line, repeats rate-limited
                 self.warnings.push(error.clone());
             }
             self.monitor.event(now, &e);
@@ -811,7 +871,7 @@ impl Balancer {
         let mut test_every = TEST_INTERVAL.0;
         loop {
             let now = self.now();
-            if self.wave_tick(now) {
+            if self.wave_tick(now, true) {
                 return true;
             }
             if now >= until {
@@ -856,13 +916,13 @@ impl Balancer {
 
     /// The run directory on the signal directory (logs, SOS files).
     pub fn job_dir(&self) -> &Path {
-        self.board.dir()
+        &self.job_dir
     }
 
     /// File operations on the signal directory so far: signal files and
     /// monitor-log writes.
     pub fn file_ops(&self) -> u64 {
-        self.board.ops() + self.monitor.writes()
+        self.desk.ops + self.monitor.writes()
     }
 
     /// True while this rank's SOS is open.
@@ -893,6 +953,19 @@ impl Balancer {
     pub fn finish(mut self) -> Result<Summary> {
         if self.end.verdict.is_none() {
             self.leave();
+        }
+        // The request out (if any) is carried out, then the clerk's thread
+        // ends and the board's descriptors close. Its reply still counts
+        // (an owner's last look sees the last AID records).
+        let (board_ops, last) = self.desk.close();
+        if let Some(reply) = last.filter(|_| self.rank.asking())
+            && let Err(e) = self.rank.reply(reply)
+        {
+            let text = format!("the last request to the signal files failed: {e}");
+            self.warner.warn(&text);
+            self.monitor
+                .line(self.now(), format_args!("warning {text}"));
+            self.warnings.push(text);
         }
         let elapsed = self.now();
         if let Some(j) = &mut self.journal {
@@ -999,7 +1072,7 @@ impl Balancer {
                 .map(|r| self.rank.topology().host(r).to_string())
                 .collect(),
             ranks,
-            job_dir: self.board.dir().to_path_buf(),
+            job_dir: self.job_dir.clone(),
             elapsed,
             verdict: verdict.clone(),
             audit: total_audit,
@@ -1011,7 +1084,7 @@ impl Balancer {
             elapsed,
             format_args!(
                 "finalize file_ops={} audit={}",
-                self.board.ops(),
+                board_ops,
                 audit_error.as_deref().unwrap_or("ok")
             ),
         );
@@ -1029,17 +1102,15 @@ impl Balancer {
         let clean = result.is_ok() && !self.config.keep;
         let Balancer {
             comm,
-            board,
+            job_dir,
+            host_copy,
             discovery,
             monitor,
             config,
-            rank,
             ..
         } = self;
-        let job_dir = board.dir().to_path_buf();
-        let host_copy = board.host_copy_path(rank.topology().host(comm.rank()));
         // Close every descriptor (and the watcher) before the files go.
-        drop((board, discovery, monitor));
+        drop((discovery, monitor));
         if clean {
             comm.quiet_barrier();
             if comm.rank() == 0 {
@@ -1059,8 +1130,11 @@ impl Balancer {
     /// `finish` before the verdict: a rank that still owns ids fails (unless
     /// it asked to stop), then takes part in the termination.
     fn leave(&mut self) {
-        if !self.end.stop && self.end.failure.is_none() && self.rank.owns_work() {
-            let owned = self.rank.owned();
+        let owned = self.rank.owned();
+        if !self.end.stop
+            && self.end.failure.is_none()
+            && (!owned.is_empty() || self.rank.sos_open())
+        {
             let when = if self.end.exchanged {
                 ""
             } else {
@@ -1073,6 +1147,100 @@ impl Balancer {
             )));
         }
         self.conclude();
+    }
+}
+
+/// The rank's clerk and the file board in a thread of their own: the
+/// thread touches files, never MPI (DESIGN §3). Requests go in one by one;
+/// each reply comes back with the time the request took.
+struct Desk {
+    requests: Option<Sender<Request>>,
+    replies: Receiver<(Reply, u64)>,
+    thread: Option<JoinHandle<()>>,
+    /// Storage operations of the board so far (as of the last reply).
+    ops: u64,
+}
+
+impl Desk {
+    fn start(mut clerk: Clerk, mut board: FileBoard) -> Result<Desk> {
+        let (requests, inbox) = mpsc::channel::<Request>();
+        let (outbox, replies) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("soslb-clerk".into())
+            .spawn(move || {
+                for request in inbox {
+                    let t = Instant::now();
+                    // A panic is an internal error of the rank, never a hang.
+                    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        clerk.serve(request, &mut board)
+                    }));
+                    let mut reply = served.unwrap_or_else(|panic| Reply {
+                        outcome: Outcome::Failed(Error::Internal(format!(
+                            "the clerk's thread panicked: {}",
+                            crate::ffi::panic_text(&*panic)
+                        ))),
+                        seconds: None,
+                        looks: (0, 0),
+                        errors: Vec::new(),
+                    });
+                    reply.seconds = Some(t.elapsed().as_secs_f64());
+                    if outbox.send((reply, board.ops())).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| Error::Internal(format!("cannot start the clerk's thread: {e}")))?;
+        Ok(Desk {
+            requests: Some(requests),
+            replies,
+            thread: Some(thread),
+            ops: 0,
+        })
+    }
+
+    fn send(&self, request: Request) -> Result<()> {
+        self.requests
+            .as_ref()
+            .and_then(|r| r.send(request).ok())
+            .ok_or_else(|| Error::Internal("the clerk's thread has ended".into()))
+    }
+
+    /// The reply, if it has come (waiting up to `wait`).
+    fn reply(&mut self, wait: Option<Duration>) -> Result<Option<Reply>> {
+        let got = match wait {
+            None => self
+                .replies
+                .try_recv()
+                .map_err(|e| e == TryRecvError::Disconnected),
+            Some(d) => self
+                .replies
+                .recv_timeout(d)
+                .map_err(|e| e == RecvTimeoutError::Disconnected),
+        };
+        match got {
+            Ok((reply, ops)) => {
+                self.ops = ops;
+                Ok(Some(reply))
+            }
+            Err(false) => Ok(None),
+            Err(true) => Err(Error::Internal("the clerk's thread has ended".into())),
+        }
+    }
+
+    /// Let the clerk finish the request out, end its thread (which closes
+    /// the board's descriptors); the board's operations, and the reply not
+    /// taken yet.
+    fn close(&mut self) -> (u64, Option<Reply>) {
+        self.requests = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let mut last = None;
+        while let Ok((reply, ops)) = self.replies.try_recv() {
+            self.ops = ops;
+            last = Some(reply);
+        }
+        (self.ops, last)
     }
 }
 

@@ -69,6 +69,7 @@
 
 pub mod balancer;
 pub mod board;
+pub mod clerk;
 mod comm;
 pub mod config;
 pub mod deadline;

@@ -250,17 +250,16 @@ pub struct ShareInput {
     /// more than it can compute by then, so that the idle ranks still to
     /// come find work too.
     pub job_left: f64,
-    /// Seconds a steal costs the helper before it can compute (storage
-    /// operations): the share is what it can compute in the time left after
-    /// them, and nothing when that is not worth it.
+    /// Seconds a steal takes (storage operations): the share starts no
+    /// sooner, and is nothing when not worth it.
     pub steal_cost: f64,
     /// Helpers this SOS may expect (idle ranks over open SOS, at least
     /// one): they take their shares one after the other, each holding the
     /// owner's lock for a steal, so the common end lies that much later.
     pub helpers: f64,
     /// Seconds of its own work the helper computes before the share (a
-    /// rank that looks ahead while it still computes): the share ends at
-    /// the common end all the same.
+    /// rank that looks ahead while it still computes): the share starts
+    /// then, and ends at the common end all the same.
     pub busy_for: f64,
     /// Seconds by which the helper's last realisation may run past its mean
     /// time (a few standard deviations of its realisations' times): the
@@ -275,9 +274,10 @@ pub struct ShareInput {
 /// job's forecast end ([`ShareInput::job_left`], ignored once past: it is
 /// stale until the next wave), so that the first helpers leave work for the
 /// idle ranks still to come, and the share is what the helper computes in
-/// that time after paying [`ShareInput::steal_cost`]. An owner with more
-/// than three steals' worth of work alone always gets a share of at least
-/// four steals' worth of work.
+/// that time once the steal is done and its own work
+/// ([`ShareInput::busy_for`]) is. An owner with more than three steals'
+/// worth of work alone always gets a share of at least four steals' worth
+/// of work. The common end never comes after the owner alone would finish.
 pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
     let r = s.owner_remaining.max(0.0);
     let vj = usable(s.owner_speed);
@@ -299,11 +299,15 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
                     .iter()
                     .filter(|&&(_, rem)| rem > 0.0)
                     .fold((0.0, 0.0), |(sv, sr), &(v, rem)| (sv + usable(v), sr + rem));
-                vh * (r + sr) / (vj + sv + vh)
+                // The helper starts `busy_for` from now: the common end T
+                // solves r + sr = (vj + sv)·T + vh·(T − busy_for); the
+                // share is vh·(T − busy_for), and k the work of T.
+                let b = s.busy_for.max(0.0);
+                vh * (r + sr + vh * b) / (vj + sv + vh)
             }
         };
         // Seconds to the common end the policy aims at, capped by the job's
-        // forecast end, less the steal's own cost. An owner left alone with
+        // forecast end. An owner left alone with
         // more than three steals' worth of work always gets a share of four
         // steals' worth: a steal is worth its cost (and the owner's lock,
         // which it holds meanwhile).
@@ -316,7 +320,16 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         if r / vj > 3.0 * s.steal_cost {
             end = end.max(5.0 * s.steal_cost);
         }
-        (vh * (end - s.steal_cost - s.busy_for.max(0.0))).max(0.0)
+        // Never later than the owner alone would finish: a slow helper that
+        // took a share of four steals' worth near the job's end ended the
+        // job (emulator, fluct16 at 200 ms: a helper at 5 realisations per
+        // second took 25 ids of an owner with 6 s of work left, and ended
+        // 3 s after it).
+        end = end.min(r / vj);
+        // The share starts after the helper's own work, or when the steal
+        // is done if that comes later (the steal passes while the helper
+        // computes).
+        (vh * (end - s.steal_cost.max(s.busy_for))).max(0.0)
     };
     (k.round() as u64).min(s.available)
 }

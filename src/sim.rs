@@ -16,6 +16,7 @@
 
 use crate::board::Board;
 use crate::board::memory::MemoryBoard;
+use crate::clerk::{Clerk, Reply};
 use crate::config::{Hosts, Sites};
 use crate::error::{Error, Result};
 use crate::plan::WarmupReport;
@@ -79,14 +80,16 @@ pub struct Outcome {
     pub reports: Vec<RankReport>,
     /// Each rank's events, with the simulated time of the call that made them.
     pub events: Vec<Vec<(f64, Event)>>,
-    /// Ids each rank still owned when it terminated (all 0 when right).
+    /// Ids each rank still owned when it terminated and nobody computed
+    /// (all 0 when right).
     pub left: Vec<u64>,
     /// When each rank finished its last realisation, seconds.
     pub finish: Vec<f64>,
     /// Shared-storage operations (as the file board would do them) in each
     /// second of the run, over all ranks.
     pub storage_ops: Vec<u64>,
-    /// Seconds each rank spent in shared-storage operations.
+    /// Seconds each rank's clerk spent in shared-storage operations (the
+    /// rank computes meanwhile).
     pub storage_seconds: Vec<f64>,
 }
 
@@ -163,14 +166,16 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             let mut rank = Rank::new(i, scenario.realisations, params.clone(), topology.clone());
             if opts.storage_delay > 0.0 && params.mode == crate::config::Mode::Full {
                 // As the shell learns before the plan: a read of `job.ron`
-                // (two operations, timed in the background: the rank
-                // spends no time on it) counted as a third of a
-                // consultation.
+                // (two operations, timed in the background) counted as a
+                // third of a consultation.
                 rank.observe_storage(6.0 * opts.storage_delay);
             }
             rank
         })
         .collect();
+    let mut clerks: Vec<Clerk> = ranks.iter().map(Clerk::new).collect();
+    // Each rank's reply on its way, and when it arrives.
+    let mut replies: Vec<Option<(f64, Reply)>> = (0..p).map(|_| None).collect();
     let mut state = vec![State::Ready(0.0); p];
     let mut reports: Vec<Option<WarmupReport>> = vec![None; p];
     let mut exchanging = 0;
@@ -192,8 +197,13 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     // call after the chunk), as the termination waves add them up.
     let mut completed = 0u64;
     // Termination waves complete about once per check interval; each tells
-    // every rank the job's completed count and summed speed.
+    // every rank the job's completed count and summed speed, as the ranks
+    // joined it: busy ranks join at their checks, so a wave brings the state
+    // of up to an interval before, half an interval on average (the job's
+    // forecast end comes out that much later than the truth).
     let mut next_wave = params.check_interval;
+    let mut next_join = 0.5 * params.check_interval;
+    let mut joined: Option<Job> = None;
     let mut handled = 0u64;
     let mut storage_ops: Vec<u64> = Vec::new();
     let mut storage_seconds = vec![0.0; p];
@@ -208,8 +218,16 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 opts.max_events
             )));
         }
-        if now >= next_wave {
-            let job = Job {
+        if now >= next_wave
+            && let Some(job) = joined.take()
+        {
+            for rank in &mut ranks {
+                rank.observe_job(now, job.clone());
+            }
+            next_wave = now + params.check_interval;
+        }
+        if now >= next_join && joined.is_none() {
+            joined = Some(Job {
                 completed,
                 speed: ranks.iter().map(Rank::speed).sum(),
                 idle: Arc::new(topology.idle_map(
@@ -217,11 +235,8 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                     (0..p).filter(|&r| ranks[r].is_free()),
                 )),
                 open: ranks.iter().filter(|r| r.sos_open()).count() as u64,
-            };
-            for rank in &mut ranks {
-                rank.observe_job(now, job.clone());
-            }
-            next_wave = now + params.check_interval;
+            });
+            next_join = next_wave + 0.5 * params.check_interval;
         }
         if let Some((at, rank)) = corrupt
             && now >= at
@@ -229,30 +244,44 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             board.corrupt(rank);
             corrupt = None;
         }
-        let before = ranks[i].done();
-        let ops = board.ops();
-        if opts.storage_delay > 0.0 || distance_delay > 0.0 {
-            board.set_clock(now, opts.storage_delay, i);
+        if let Some((at, _)) = &replies[i]
+            && *at <= now
+            && let Some((_, reply)) = replies[i].take()
+        {
+            ranks[i].reply(reply)?;
         }
-        let step = ranks[i].next(now, &mut board)?;
+        let before = ranks[i].done();
+        let mut step = ranks[i].next(now)?;
+        // The clerk carries a request out at once on the board (which
+        // holds the locks it takes for the time of its operations); the
+        // reply arrives when those operations are done, and the rank
+        // computes meanwhile.
+        while let Step::Ask(request) = step {
+            let ops = board.ops();
+            if opts.storage_delay > 0.0 || distance_delay > 0.0 {
+                board.set_clock(now, opts.storage_delay, i);
+            }
+            let mut reply = clerks[i].serve(request, &mut board);
+            let touched = board.ops() - ops;
+            let seconds = touched as f64 * opts.storage_delay + board.waited();
+            let second = now as usize;
+            if storage_ops.len() <= second {
+                storage_ops.resize(second + 1, 0);
+            }
+            storage_ops[second] += touched;
+            storage_seconds[i] += seconds;
+            reply.seconds = Some(seconds);
+            if seconds > 0.0 {
+                replies[i] = Some((now + seconds, reply));
+            } else {
+                ranks[i].reply(reply)?;
+            }
+            step = ranks[i].next(now)?;
+        }
         completed += ranks[i].done() - before;
         events[i].extend(ranks[i].drain_events().map(|e| (now, e)));
-        // The storage operations of this call delay the rank, as in the shell.
-        let touched = board.ops() - ops;
-        let storage = touched as f64 * opts.storage_delay + board.waited();
-        let second = now as usize;
-        if storage_ops.len() <= second {
-            storage_ops.resize(second + 1, 0);
-        }
-        storage_ops[second] += touched;
-        storage_seconds[i] += storage;
         state[i] = match step {
             Step::Compute(chunk) => {
-                if touched > 0 {
-                    ranks[i].observe_storage(storage);
-                    ranks[i].restart_chunk(now + storage);
-                }
-                let now = now + storage;
                 let mut t = now;
                 for id in chunk {
                     counts[id as usize] += 1;
@@ -267,16 +296,25 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             Step::Exchange(report) => {
                 reports[i] = Some(report);
                 exchanging += 1;
-                State::Ready(now + storage)
+                State::Ready(now)
             }
             Step::AwaitPlan => State::AwaitingPlan,
+            Step::AwaitReply => match &replies[i] {
+                Some((at, _)) => State::Ready(*at),
+                None => {
+                    return Err(Error::Internal(format!(
+                        "rank {i} awaits a reply that is not on its way"
+                    )));
+                }
+            },
             Step::Idle { until } => {
                 // As the shell: the ids finished since the last check are
                 // logged when the rank runs out of work.
                 ranks[i].flush_progress(now);
                 events[i].extend(ranks[i].drain_events().map(|e| (now, e)));
-                State::Ready(until.max(now + storage + 1e-6))
+                State::Ready(until.max(now + 1e-6))
             }
+            Step::Ask(_) => return Err(Error::Internal("a request left unserved".into())),
         };
         if completed == scenario.realisations {
             // Every id is reported: the next wave ends the job everywhere.
@@ -316,6 +354,13 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             }
         }
     }
+    // Replies still on their way reach their ranks (their accounts of the
+    // help given).
+    for (rank, reply) in ranks.iter_mut().zip(replies) {
+        if let Some((_, reply)) = reply {
+            rank.reply(reply)?;
+        }
+    }
     let mut makespan = 0.0f64;
     for s in &state {
         match s {
@@ -323,11 +368,22 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             _ => return Err(Error::Internal("the simulation did not terminate".into())),
         }
     }
+    let left = ranks
+        .iter()
+        .map(|r| {
+            let owned = r.owned();
+            let uncomputed = owned
+                .ranges()
+                .flatten()
+                .filter(|&id| counts[id as usize] == 0);
+            uncomputed.count() as u64
+        })
+        .collect();
     Ok(Outcome {
         counts,
         makespan,
         reports: ranks.iter().map(Rank::report).collect(),
-        left: ranks.iter().map(Rank::remaining).collect(),
+        left,
         finish,
         storage_ops,
         storage_seconds,

@@ -4,6 +4,7 @@
 //! holding ids.
 
 use proptest::prelude::*;
+use soslb::clerk::Inline;
 use soslb::config::{Config, Mode};
 use soslb::ids::IdSet;
 use soslb::plan::HelpPolicy;
@@ -263,16 +264,21 @@ fn on_very_slow_storage_mode_full_does_not_lose_to_mode_warmup() {
     }
 }
 
-/// On slow storage (50 ms per file operation) a slowdown of one second does
-/// not open an SOS (its file time would outweigh it: the rank is late only
-/// at its recent speed, not at its steady one), while a lasting one does.
+/// On slow storage (50 ms per file operation) a slowdown of half a second
+/// does not open an SOS (it leaves the rank less late than an SOS costs:
+/// late at its recent speed, not at its steady one), while a lasting one
+/// does. It comes at 6 s: at 3 s the steady speed has too little history
+/// to tell a passing slowdown. (A slowdown of a second, to a tenth of the
+/// speed, leaves the rank 0.9 s behind for good, and now posts: the post
+/// and the lease extensions cost the rank no time, its clerk carries them
+/// out.)
 #[test]
 fn on_slow_storage_a_passing_slowdown_posts_no_sos_and_a_lasting_one_does() {
     let posts = |until: Option<f64>| {
         let mut s = scenario(16, 8000, vec![1.0], None, None);
         s.base = 0.02;
         s.speed.push(Factor::Step {
-            at: 3.0,
+            at: 6.0,
             until,
             from_rank: 15,
             to_rank: None,
@@ -288,7 +294,11 @@ fn on_slow_storage_a_passing_slowdown_posts_no_sos_and_a_lasting_one_does() {
         assert_exactly_once(&out);
         out.reports[15].sos_posted
     };
-    assert_eq!(posts(Some(4.0)), 0, "an SOS for a slowdown of one second");
+    assert_eq!(
+        posts(Some(6.5)),
+        0,
+        "an SOS for a slowdown of half a second"
+    );
     assert!(posts(None) > 0, "no SOS for a lasting slowdown");
 }
 
@@ -322,8 +332,10 @@ fn on_very_slow_storage_a_slowed_owner_gives_back_the_lease_it_cannot_use() {
 }
 
 /// On slow storage a rank about to run out of work takes its next share
-/// while it still computes its own: a check that finds own ids left (its
-/// progress line says how many) takes ids from an SOS at once.
+/// while it still computes its own: after a check that finds own ids left
+/// (its progress line says how many), the next event is a share taken (had
+/// the rank run dry first, a progress line of the ids it finished would
+/// come between).
 #[test]
 fn on_slow_storage_helpers_take_their_next_share_before_they_run_dry() {
     let s = Scenario::from_file(&Scenario::path_of("step16")).unwrap();
@@ -339,7 +351,7 @@ fn on_slow_storage_helpers_take_their_next_share_before_they_run_dry() {
         .flat_map(|events| events.windows(2))
         .filter(|w| match (&w[0], &w[1]) {
             ((t0, Event::Progress { remaining, .. }), (t1, Event::AidGiven { .. })) => {
-                t0 == t1 && *remaining > 0
+                t0 <= t1 && *remaining > 0
             }
             _ => false,
         })
@@ -605,13 +617,18 @@ fn far_helpers_wait_their_grace_only_while_near_ones_are_free_and_enough() {
 /// Rank 1 of 2 on `board`, driven to run out of work: it computes its whole
 /// block in the warm-up, and rank 0 (never driven) reports a speed that
 /// leaves rank 1 no quota. Also returns the time.
-fn idle_helper(board: &mut soslb::board::memory::MemoryBoard) -> (soslb::policy::Rank, f64) {
+fn idle_helper(board: &mut soslb::board::memory::MemoryBoard) -> (Inline, f64) {
     use soslb::config::{Hosts, Sites};
     use soslb::plan::WarmupReport;
     use soslb::policy::{Rank, Step};
     use soslb::topology::Topology;
     let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
-    let mut rank = Rank::new(1, 100, params(Mode::Full, HelpPolicy::Balanced), topology);
+    let mut rank = Inline::new(Rank::new(
+        1,
+        100,
+        params(Mode::Full, HelpPolicy::Balanced),
+        topology,
+    ));
     let mut t = 0.0;
     let report = loop {
         match rank.next(t, board).unwrap() {
@@ -849,7 +866,7 @@ fn idle_ranks_of_a_host_share_one_read_of_the_index() {
     let mut board = MemoryBoard::new(2);
     let (mut rank, mut t) = idle_helper(&mut board);
     let poll = params(Mode::Full, HelpPolicy::Balanced).poll_interval;
-    let look = |rank: &mut soslb::policy::Rank, board: &mut MemoryBoard, t: f64| {
+    let look = |rank: &mut Inline, board: &mut MemoryBoard, t: f64| {
         wave_with_open(rank, t, 1);
         let before = board.ops();
         let Step::Idle { .. } = rank.next(t, board).unwrap() else {
@@ -890,7 +907,12 @@ fn an_owner_that_withdraws_does_not_wait_for_the_index_lock() {
     use soslb::topology::Topology;
     let mut board = MemoryBoard::new(2);
     let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
-    let mut owner = Rank::new(0, 1000, params(Mode::Full, HelpPolicy::Balanced), topology);
+    let mut owner = Inline::new(Rank::new(
+        0,
+        1000,
+        params(Mode::Full, HelpPolicy::Balanced),
+        topology,
+    ));
     // Warm-up at 100 ids per second; the other rank is as fast.
     let mut t = 0.0;
     let report = loop {
@@ -910,7 +932,7 @@ fn an_owner_that_withdraws_does_not_wait_for_the_index_lock() {
     owner.apply_plan(&[report, other], t).unwrap();
     // Five times slower: late, it posts an SOS.
     let mut events = Vec::new();
-    let chunk = |owner: &mut Rank, board: &mut MemoryBoard, t: &mut f64, per_id: f64| {
+    let chunk = |owner: &mut Inline, board: &mut MemoryBoard, t: &mut f64, per_id: f64| {
         let step = owner.next(*t, board).unwrap();
         let Step::Compute(ids) = step else {
             panic!("no work for the owner at {t}: {step:?}")

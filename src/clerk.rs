@@ -1,0 +1,933 @@
+//! The rank's clerk: carries out the state machine's requests on the board
+//! (DESIGN §5, §6), away from the rank's computing.
+//!
+//! Every look at the board costs storage round trips: a lock, a fresh open,
+//! a read, a write and its `fsync`, an unlock. On slow storage (tenths of a
+//! second per operation) a rank that waited for its own file operations
+//! lost whole seconds of computing per SOS, and balancing turned into a
+//! loss. So the state machine ([`Rank`]) never touches the board: it asks
+//! ([`Step::Ask`] with a [`Request`]), goes on computing its lease while a
+//! [`Clerk`] carries the request out, and applies the [`Reply`]
+//! ([`Rank::reply`]) when it comes. An owner asks for its next lease while
+//! it still computes the current one; a helper asks for its next share
+//! before it runs dry.
+//!
+//! The shell ([`crate::Balancer`]) runs the clerk in a thread of its own,
+//! which touches files and never MPI; the simulator ([`crate::sim`])
+//! charges each request the time of its storage operations and delivers
+//! the reply that much later; [`Inline`] carries each request out at once,
+//! in the caller's thread.
+//!
+//! A rank has at most one request out at a time. Ids travel inside a
+//! request (the tail of a post, the lease given back by a refresh) or a
+//! reply (a lease extension, a share taken, a tail reclaimed), and belong
+//! to nobody else meanwhile: ids still move only under the lock of the
+//! owner's SOS record (DESIGN §5, exactly once).
+
+use crate::board::{Access, Aid, Board, Locked, OpenEntry, OpenIndex, Post, Sos, SosState};
+use crate::error::{Error, Result};
+use crate::ids::IdSet;
+use crate::plan::{HelpPolicy, ShareInput, share};
+use crate::policy::{Params, Rank, Step};
+use crate::topology::{IdleMap, Topology};
+use std::sync::Arc;
+
+/// What a rank asks of its clerk.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Request {
+    /// Open the SOS `entry.seq` with `post` (its tail taken from the lease)
+    /// and list it in the open index.
+    Post {
+        /// The entry to list.
+        entry: OpenEntry,
+        /// The record's content.
+        post: Post,
+    },
+    /// Lock the own open SOS `entry.seq`, learn the AID records after the
+    /// first `seen`, and do `op`.
+    Own {
+        /// The open SOS, as listed.
+        entry: OpenEntry,
+        /// AID records already accounted.
+        seen: usize,
+        /// What to change.
+        op: OwnOp,
+        /// The tail as the rank last saw it: what a recovery gives back
+        /// (less what the helpers' journals say they took).
+        tail: IdSet,
+    },
+    /// Look for an open SOS to help, and take a share of its tail.
+    Help(Search),
+    /// Remove the rank's closed SOS from the open index (the lock was busy
+    /// when it closed).
+    Unlist,
+}
+
+/// What a look at the own open SOS changes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OwnOp {
+    /// Write fresh figures; give `give_back` (taken from the lease) to the
+    /// tail; the rank keeps `lease` ids besides.
+    Refresh {
+        /// Speed, forecast, time.
+        figures: Figures,
+        /// Ids the rank keeps in its lease.
+        lease: u64,
+        /// Ids the rank can no longer use, for helpers.
+        give_back: IdSet,
+    },
+    /// Take `n` ids from the front of the tail into the lease (closing the
+    /// SOS when the tail is empty), and write fresh figures.
+    Extend {
+        /// Speed, forecast, time.
+        figures: Figures,
+        /// Ids wanted.
+        n: u64,
+        /// Ids the rank keeps in its lease besides.
+        lease: u64,
+    },
+    /// Close the SOS and take the unclaimed tail back.
+    Withdraw,
+}
+
+/// The owner's figures written into its open SOS.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Figures {
+    /// Realisations per second.
+    pub speed: f64,
+    /// Forecast finishing time, seconds since the start.
+    pub forecast: f64,
+    /// When, seconds since the start.
+    pub at: f64,
+}
+
+/// A helper's search for work: the figures its shares are sized with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Search {
+    /// When the rank asked, seconds since the start.
+    pub now: f64,
+    /// Seconds of own work left before the rank would start on a share
+    /// (0: idle). A rank with work left takes only from a near SOS and
+    /// does not wait for busy locks.
+    pub busy_for: f64,
+    /// Since when the rank has had no work (its grace counts from then).
+    pub idle_since: f64,
+    /// A watcher saw the index change: read the shared index, not the
+    /// host's copy.
+    pub woken: bool,
+    /// Seconds between two looks at the index while idle.
+    pub poll: f64,
+    /// Seconds one consultation of the board takes: a busy lock is not
+    /// tried again sooner.
+    pub storage_cost: f64,
+    /// Seconds before an SOS found with nothing to take is looked at again
+    /// (about the owner's next look at it).
+    pub interval: f64,
+    /// The share policy.
+    pub policy: HelpPolicy,
+    /// The helper's speed.
+    pub speed: f64,
+    /// Seconds to the job's forecast end.
+    pub job_left: f64,
+    /// Seconds a steal at distance 0, 1, 2 costs this helper.
+    pub steal_cost: [f64; 3],
+    /// Seconds its last realisation may run past its mean time.
+    pub risk: f64,
+    /// Idle and free ranks at the last termination wave.
+    pub idle: Arc<IdleMap>,
+}
+
+/// What a clerk answers.
+#[derive(Debug)]
+pub struct Reply {
+    /// What came of the request.
+    pub outcome: Outcome,
+    /// Seconds the request took, when measured (the shell and the
+    /// simulator measure; [`Inline`] does not).
+    pub seconds: Option<f64>,
+    /// The farthest distance of the other ranks' records locked, and how
+    /// many.
+    pub looks: (u8, u32),
+    /// Problems the clerk recovered from (the monitor log and stderr show
+    /// them).
+    pub errors: Vec<String>,
+}
+
+/// The outcome of a request.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The SOS is open.
+    Posted,
+    /// A look at the own open SOS.
+    Looked {
+        /// AID records that arrived since the last look.
+        aids: Vec<Aid>,
+        /// The tail now.
+        tail: IdSet,
+        /// Ids for the lease: the extension, or the tail reclaimed.
+        lease: IdSet,
+        /// The SOS is closed now.
+        closed: bool,
+        /// Closed, but still in the index (its lock was busy).
+        listed: bool,
+    },
+    /// A search for help.
+    Helped {
+        /// The owner, the sequence and the ids taken, if any.
+        taken: Option<(usize, u64, IdSet)>,
+        /// When an idle rank should search again.
+        wake: f64,
+    },
+    /// The closed SOS left the index, unless `listed` (busy again).
+    Unlisted {
+        /// Still in the index.
+        listed: bool,
+    },
+    /// The own record was corrupt, replaced or lost: the rank takes back
+    /// `back` (the tail as it last saw it, and the ids of the request, less
+    /// `taken`, which the helpers' journals say they took), the record was
+    /// reset to closed under the next sequence number.
+    Recovered {
+        /// Ids the journals say helpers took (out of the lease too).
+        taken: IdSet,
+        /// Ids back to the lease.
+        back: IdSet,
+        /// The reset failed: the rank stops asking for help.
+        broken: bool,
+        /// The index still lists the SOS.
+        listed: bool,
+    },
+    /// An error the rank cannot recover from.
+    Failed(Error),
+}
+
+/// Outcome of a steal, in crossbeam-deque's words.
+#[derive(Debug)]
+enum Steal {
+    Empty,
+    /// Nothing to take at the listed sequence: the record is closed, open
+    /// again under a later sequence, or open with an empty tail (unless the
+    /// owner gives back part of its lease: it then lists the SOS again).
+    Drained,
+    /// Taken, and whether that emptied the tail.
+    Success(u64, IdSet, bool),
+    Retry,
+}
+
+/// Carries out one rank's requests on the board. Its state is the
+/// helper's memory of its searches: SOS found empty or busy, the back-off
+/// of its polls.
+#[derive(Debug)]
+pub struct Clerk {
+    me: usize,
+    params: Params,
+    topology: Topology,
+    /// Reads of the open index in a row that found a write midway.
+    torn_reads: u32,
+    /// The host's copy of the open index failed once: not used any more.
+    host_copy_broken: bool,
+    /// Seconds to wait before trying a busy SOS lock again (doubles while busy).
+    busy_backoff: f64,
+    /// SOS (owner, sequence) found with nothing to take or their lock
+    /// busy, until when not to look at them again, and whether busy.
+    empty: Vec<(usize, u64, f64, bool)>,
+    /// Idle searches in a row that took nothing, and when the last one was.
+    idle_polls: u32,
+    last_poll: f64,
+    /// The reply being made.
+    looks: (u8, u32),
+    errors: Vec<String>,
+}
+
+impl Clerk {
+    /// The clerk of `rank`.
+    pub fn new(rank: &Rank) -> Clerk {
+        Clerk {
+            me: rank.me(),
+            params: rank.params().clone(),
+            topology: rank.topology().clone(),
+            torn_reads: 0,
+            host_copy_broken: false,
+            busy_backoff: 0.0,
+            empty: Vec::new(),
+            idle_polls: 0,
+            last_poll: f64::NEG_INFINITY,
+            looks: (0, 0),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Carry `request` out on `board`. The reply's `seconds` is for the
+    /// caller to fill in.
+    pub fn serve(&mut self, request: Request, board: &mut dyn Board) -> Reply {
+        self.looks = (0, 0);
+        let outcome = match request {
+            Request::Post { entry, post } => self.post(entry, post, board),
+            Request::Own {
+                entry,
+                seen,
+                op,
+                tail,
+            } => self.own(&entry, seen, op, tail, board),
+            Request::Help(search) => self.help(&search, board),
+            Request::Unlist => Outcome::Unlisted {
+                listed: self.relist(None, board),
+            },
+        };
+        Reply {
+            outcome,
+            seconds: None,
+            looks: std::mem::take(&mut self.looks),
+            errors: std::mem::take(&mut self.errors),
+        }
+    }
+
+    /// Write the open SOS into the own record, then list it.
+    fn post(&mut self, entry: OpenEntry, post: Post, board: &mut dyn Board) -> Outcome {
+        let me = self.me;
+        let tail = post.tail.clone();
+        // (Waiting: a helper may hold the closed record's lock for a look.)
+        let written = board.with_sos(me, Access::Wait, &mut |s| {
+            *s = Sos {
+                rank: me,
+                seq: entry.seq,
+                state: SosState::Open(post.clone()),
+                aids: Vec::new(),
+            }
+        });
+        match written {
+            Ok(_) => {
+                self.relist(Some(&entry), board);
+                Outcome::Posted
+            }
+            Err(e) => self.recover(e, &entry, None, tail, board),
+        }
+    }
+
+    /// A look at the own open SOS: refresh, extend or withdraw.
+    fn own(
+        &mut self,
+        entry: &OpenEntry,
+        seen: usize,
+        op: OwnOp,
+        mut tail: IdSet,
+        board: &mut dyn Board,
+    ) -> Outcome {
+        // Each closure answers the tail left, the ids for the lease, and
+        // whether the SOS closed.
+        let looked = match &op {
+            OwnOp::Refresh {
+                figures,
+                lease,
+                give_back,
+            } => self.with_own_sos(entry.seq, seen, board, |state| {
+                let SosState::Open(p) = state else {
+                    return None;
+                };
+                write_figures(p, figures);
+                p.tail.extend(give_back);
+                p.remaining = lease + p.tail.len();
+                Some((p.tail.clone(), IdSet::new(), false))
+            }),
+            OwnOp::Extend { figures, n, lease } => {
+                self.with_own_sos(entry.seq, seen, board, |state| {
+                    let SosState::Open(p) = state else {
+                        return None;
+                    };
+                    let ext = p.tail.take_front(*n);
+                    write_figures(p, figures);
+                    p.remaining = lease + ext.len() + p.tail.len();
+                    let left = p.tail.clone();
+                    let closed = left.is_empty();
+                    if closed {
+                        *state = SosState::Closed;
+                    }
+                    Some((left, ext, closed))
+                })
+            }
+            OwnOp::Withdraw => self.with_own_sos(entry.seq, seen, board, |state| {
+                let SosState::Open(p) = state else {
+                    return None;
+                };
+                let reclaimed = std::mem::take(&mut p.tail);
+                *state = SosState::Closed;
+                Some((IdSet::new(), reclaimed, true))
+            }),
+        };
+        let refresh = matches!(op, OwnOp::Refresh { .. });
+        if let OwnOp::Refresh { give_back, .. } = &op
+            && !matches!(looked, Ok(Some(_)))
+        {
+            tail.extend(give_back);
+        }
+        match looked {
+            Ok(Some(((left, lease, closed), aids))) => {
+                let listed = if closed {
+                    self.relist(None, board)
+                } else {
+                    // Listed again if the index lost the entry (it was
+                    // rebuilt, or a helper unlisted the SOS when it emptied
+                    // the tail) while there is something to take.
+                    if refresh
+                        && !left.is_empty()
+                        && let Ok(Some(index)) = board.read_index()
+                        && !index.entries.contains(entry)
+                    {
+                        self.relist(Some(entry), board);
+                    }
+                    false
+                };
+                Outcome::Looked {
+                    aids,
+                    tail: left,
+                    lease,
+                    closed,
+                    listed,
+                }
+            }
+            Ok(None) => {
+                let lost = lost_record(self.me, entry.seq);
+                self.recover(lost, entry, Some(entry.seq), tail, board)
+            }
+            Err(e) => self.recover(e, entry, Some(entry.seq), tail, board),
+        }
+    }
+
+    /// Lock the own SOS record (waiting: a helper holds it for one steal,
+    /// and the rank computes meanwhile), let `f` change its state, and
+    /// collect the AID records after the first `seen`. `f` answers `None`
+    /// when the record is not an open SOS; then, or when the record is not
+    /// sequence `seq` any more (it was reset or overwritten), the answer is
+    /// `None`: recover.
+    fn with_own_sos<T>(
+        &mut self,
+        seq: u64,
+        seen: usize,
+        board: &mut dyn Board,
+        mut f: impl FnMut(&mut SosState) -> Option<T>,
+    ) -> Result<Option<(T, Vec<Aid>)>> {
+        let mut out = None;
+        let mut new_aids = Vec::new();
+        let locked = board.with_sos(self.me, Access::Wait, &mut |s| {
+            if s.seq == seq {
+                new_aids = s.aids.get(seen..).unwrap_or_default().to_vec();
+                out = f(&mut s.state);
+            }
+        })?;
+        if locked == Locked::Busy {
+            return Err(Error::Internal("a lock waited for answered busy".into()));
+        }
+        Ok(out.map(|t| (t, new_aids)))
+    }
+
+    /// Make the open index list `entry`, or no SOS of this rank. The index
+    /// is a hint for helpers: a failure is reported, never fatal, and a
+    /// corrupt index is rebuilt empty. True when the entry of a closed SOS
+    /// is still listed: the lock was busy (a rank without an open SOS does
+    /// not wait for it; on 0.2 s storage the owners that closed at the
+    /// job's end had queued for it for up to 9 s).
+    fn relist(&mut self, entry: Option<&OpenEntry>, board: &mut dyn Board) -> bool {
+        let me = self.me;
+        let mut f = |ix: &mut OpenIndex| match entry {
+            Some(e) => ix.upsert(e.clone()),
+            None => ix.remove(me),
+        };
+        let access = if entry.is_some() {
+            Access::Wait
+        } else {
+            Access::Try
+        };
+        match board.with_index(access, &mut f) {
+            Ok(locked) => locked == Locked::Busy,
+            Err(e) => {
+                let corrupt = matches!(e, Error::Corrupt { .. });
+                self.note_error(e, "the open index");
+                corrupt
+                    && board.reset_index().is_ok()
+                    && board.with_index(Access::Wait, &mut f).is_err()
+            }
+        }
+    }
+
+    /// The own SOS record could not be read or written. Nothing may be lost
+    /// or computed twice: the rank takes back `tail` (as it last saw it,
+    /// with the ids of the request), less what the helpers' journals say
+    /// they took from the SOS `seq`; the record is reset to closed under
+    /// the next sequence number. Errors other than a corrupt record, and
+    /// journals that cannot be read (the truth cannot be rebuilt), fail the
+    /// rank.
+    fn recover(
+        &mut self,
+        e: Error,
+        entry: &OpenEntry,
+        seq: Option<u64>,
+        mut tail: IdSet,
+        board: &mut dyn Board,
+    ) -> Outcome {
+        if !matches!(e, Error::Corrupt { .. }) {
+            return Outcome::Failed(e);
+        }
+        self.errors.push(e.to_string());
+        let taken = match seq {
+            Some(seq) => match board.journaled_takes(self.me, seq) {
+                Ok(ids) => ids,
+                Err(j) => {
+                    return Outcome::Failed(Error::Corrupt {
+                        path: format!("sos/{}.ron", self.me).into(),
+                        reason: format!("{e}; and the helpers' journals cannot be read: {j}"),
+                    });
+                }
+            },
+            None => IdSet::new(),
+        };
+        // Ids a helper took are its own; they can only be in the tail (or,
+        // after a replaced record, the lease) by mistake.
+        tail.remove(&taken);
+        let closed = Sos {
+            rank: self.me,
+            seq: entry.seq + 1,
+            state: SosState::Closed,
+            aids: Vec::new(),
+        };
+        let broken = match board.reset_sos(&closed) {
+            Ok(()) => false,
+            Err(e) => {
+                self.errors
+                    .push(format!("{e}; this rank stops asking for help"));
+                true
+            }
+        };
+        let listed = self.relist(None, board);
+        Outcome::Recovered {
+            taken,
+            back: tail,
+            broken,
+            listed,
+        }
+    }
+
+    /// Look for an open SOS to help and take a share of its tail.
+    ///
+    /// Nearest SOS first, then the latest forecast. A helper at distance `d`
+    /// takes from an SOS only once it has been open, and this helper idle,
+    /// for `d·grace` seconds: nearer helpers go first, and remote help still
+    /// comes when no near helper is free. The grace is skipped when no
+    /// nearer rank was free at the last termination wave, or when those
+    /// free could not finish the owner's work within it
+    /// ([`Clerk::nearer_can_close`]).
+    ///
+    /// A rank with own work left (`busy_for`) takes a share to compute
+    /// after that work, from a near SOS only (a far one waits for its
+    /// grace from now), and does not wait for busy locks.
+    fn help(&mut self, search: &Search, board: &mut dyn Board) -> Outcome {
+        let now = search.now;
+        let mut poll = search.poll;
+        let mut wake = now + poll;
+        // The first idle rank of a host to poll reads the shared index and
+        // leaves a copy on the host; the others read the copy while it is
+        // less than half a poll old (DESIGN §6), so that reads of the shared
+        // index grow with the hosts, not the ranks. (Older copies sent
+        // helpers to SOS that had closed: the simulator at 1,024 ranks made
+        // 154,000 operations with copies up to two polls old, 139,000 with
+        // half a poll, 147,000 without copies.) A rank that a watcher woke
+        // reads the shared index.
+        let host = self.topology.host(self.me).to_string();
+        let mut copy = None;
+        if !search.woken && !self.host_copy_broken {
+            match board.read_host_index(&host) {
+                Ok(c) => copy = c.filter(|&(_, at)| now - at < 0.5 * poll).map(|c| c.0),
+                Err(e) => self.host_copy_failed(e),
+            }
+        }
+        let shared = copy.is_none();
+        let read = match copy {
+            Some(index) => Ok(Some(index)),
+            None => board.read_index(),
+        };
+        let index = match read {
+            Ok(Some(index)) => {
+                self.torn_reads = 0;
+                if shared
+                    && !self.host_copy_broken
+                    && let Err(e) = board.write_host_index(&host, &index, now)
+                {
+                    self.host_copy_failed(e);
+                }
+                index
+            }
+            // A write caught midway: read again soon. Many in a row are no
+            // passing write: look under the lock, which names a corrupt file.
+            Ok(None) => {
+                self.torn_reads += 1;
+                if self.torn_reads >= 20 {
+                    self.torn_reads = 0;
+                    // (A searching rank has no open SOS.)
+                    self.relist(None, board);
+                }
+                return Outcome::Helped {
+                    taken: None,
+                    wake: now + 0.005,
+                };
+            }
+            Err(e) => {
+                self.note_error(e, "the open index");
+                return Outcome::Helped { taken: None, wake };
+            }
+        };
+        // Idle polls that found nothing back off, up to eight poll
+        // intervals, until an SOS opens after the last poll.
+        if search.busy_for == 0.0 {
+            if index.entries.iter().any(|e| e.opened_at >= self.last_poll) {
+                self.idle_polls = 0;
+            }
+            self.last_poll = now;
+            poll *= f64::from(1u32 << self.idle_polls.min(3));
+            wake = now + poll;
+        }
+        let mut candidates: Vec<(u8, &OpenEntry)> = index
+            .entries
+            .iter()
+            .filter(|e| e.rank != self.me && e.rank < self.topology.ranks())
+            .map(|e| (self.topology.distance(self.me, e.rank), e))
+            .collect();
+        candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.forecast.total_cmp(&a.1.forecast)));
+        // Helpers that all looked at the same SOS first would queue for its
+        // lock: each starts at its own place among those at one distance.
+        let mut start = 0;
+        while start < candidates.len() {
+            let d = candidates[start].0;
+            let n = candidates[start..].iter().take_while(|c| c.0 == d).count();
+            candidates[start..start + n].rotate_left(self.me % n);
+            start += n;
+        }
+        let helpers = (search.idle.ranks as f64 / candidates.len().max(1) as f64).max(1.0);
+        let mut busy = false;
+        self.empty.retain(|e| e.2 > now);
+        // Locked looks cost storage time: a search makes at most two looks
+        // that found nothing (and none worth more than a poll interval),
+        // then comes back at the next poll.
+        let mut budget = self.params.poll_interval;
+        let mut empty_looks = 0;
+        // Open SOS per host and per site: the nearer helpers share themselves
+        // among those (counted when first needed, as the waves count free
+        // ranks).
+        let mut owners: Option<IdleMap> = None;
+        for (d, entry) in candidates {
+            let open = || {
+                let map = owners.get_or_insert_with(|| {
+                    self.topology
+                        .idle_map(0, index.entries.iter().map(|e| e.rank))
+                });
+                self.topology.free_nearer(map, entry.rank, d) as usize
+            };
+            let grace = if d > 0 && self.nearer_can_close(search, entry, d, open) {
+                d as f64 * self.params.grace
+            } else {
+                0.0
+            };
+            let ready_at = entry.opened_at.max(search.idle_since) + grace;
+            if now < ready_at {
+                wake = wake.min(ready_at);
+                continue;
+            }
+            if let Some(e) = self
+                .empty
+                .iter()
+                .find(|e| (e.0, e.1) == (entry.rank, entry.seq))
+            {
+                // A lock found busy is still waited for: its back-off goes
+                // on (a reset here made helpers retry a held lock every
+                // few milliseconds).
+                busy |= e.3;
+                wake = wake.min(e.2);
+                continue;
+            }
+            if budget < 0.0 {
+                break;
+            }
+            self.looks = (self.looks.0.max(d), self.looks.1 + 1);
+            let ask = Ask {
+                now,
+                policy: search.policy,
+                helper_speed: search.speed,
+                job_left: search.job_left,
+                steal_cost: search.steal_cost[d.min(2) as usize],
+                helpers,
+                busy_for: search.busy_for,
+                risk: search.risk,
+            };
+            match self.steal(entry.rank, entry.seq, &ask, board) {
+                Steal::Success(seq, ids, drained) => {
+                    if drained {
+                        self.unlist(entry, board);
+                    }
+                    self.busy_backoff = 0.0;
+                    self.idle_polls = 0;
+                    return Outcome::Helped {
+                        taken: Some((entry.rank, seq, ids)),
+                        wake: now,
+                    };
+                }
+                // Held by another: the next search tries the others first.
+                Steal::Retry => {
+                    busy = true;
+                    let until = now + search.storage_cost;
+                    self.empty.push((entry.rank, entry.seq, until, true));
+                }
+                // Nothing to take until the owner's next look at its SOS,
+                // about one interval away (looking ahead, the share may
+                // only be too small yet).
+                Steal::Drained | Steal::Empty if search.busy_for > 0.0 => {}
+                found @ (Steal::Drained | Steal::Empty) => {
+                    if matches!(found, Steal::Drained) {
+                        self.unlist(entry, board);
+                    }
+                    empty_looks += 1;
+                    budget = match empty_looks {
+                        2.. => -1.0,
+                        _ => budget - ask.steal_cost,
+                    };
+                    let until = now + search.interval;
+                    self.empty.push((entry.rank, entry.seq, until, false));
+                }
+            }
+        }
+        // A busy lock is tried again after a back-off that doubles from 5 ms
+        // up to the poll interval, so waiting helpers stay off the cores.
+        if busy {
+            self.busy_backoff = (2.0 * self.busy_backoff).clamp(0.005, self.params.poll_interval);
+            wake = wake.min(now + self.busy_backoff);
+        } else {
+            self.busy_backoff = 0.0;
+            self.idle_polls += u32::from(search.busy_for == 0.0);
+        }
+        Outcome::Helped { taken: None, wake }
+    }
+
+    /// Whether the ranks free at the last wave that are nearer than `d` to
+    /// the owner of `entry` (a far helper's grace is their head start) can
+    /// finish the owner's work, with the owner, within that grace, if they
+    /// are as fast as this rank and share themselves among the `open` SOS
+    /// near them. If not, or if none is free, a far helper need not wait:
+    /// its help comes when it still shortens the job.
+    fn nearer_can_close(
+        &self,
+        search: &Search,
+        entry: &OpenEntry,
+        d: u8,
+        open: impl FnOnce() -> usize,
+    ) -> bool {
+        let near = self.topology.free_nearer(&search.idle, entry.rank, d) as f64;
+        if near == 0.0 {
+            return false;
+        }
+        let open = open();
+        let (vo, vh) = (entry.speed, search.speed);
+        if vo <= 0.0 || vh <= 0.0 {
+            return true;
+        }
+        // The owner's work when it posted (the index tells no more): high,
+        // in favour of help.
+        let work = (entry.forecast - entry.opened_at).max(0.0) * vo;
+        work / (vo + near / open.max(1) as f64 * vh) <= d as f64 * self.params.grace
+    }
+
+    /// Take a share of the tail of `owner`'s open SOS and append an AID
+    /// record. A read without the lock first, unless the last search found
+    /// a lock busy (then there was something to take, and another read per
+    /// retry is only load): when it shows nothing to take, the record is
+    /// not locked.
+    fn steal(&mut self, owner: usize, seq: u64, ask: &Ask, board: &mut dyn Board) -> Steal {
+        match (self.busy_backoff == 0.0).then(|| board.peek_sos(owner)) {
+            // (A record of an earlier sequence than the index's entry is
+            // one the owner has not written yet: look again later.)
+            Some(Ok(Some(s)))
+                if s.seq > seq || (s.seq == seq && !matches!(s.state, SosState::Open(_))) =>
+            {
+                return Steal::Drained;
+            }
+            Some(Ok(Some(s))) if ask.share(&s) == 0 => {
+                let drained = matches!(&s.state, SosState::Open(p) if p.tail.is_empty());
+                return if drained {
+                    Steal::Drained
+                } else {
+                    Steal::Empty
+                };
+            }
+            Some(Err(e)) => {
+                self.note_error(e, &format!("the SOS of rank {owner}"));
+                return Steal::Empty;
+            }
+            _ => {}
+        }
+        let (me, now, vh) = (self.me, ask.now, ask.helper_speed);
+        let mut taken = None;
+        let mut drained = false;
+        let r = board.with_sos(owner, Access::Try, &mut |s| {
+            let k = ask.share(s);
+            let SosState::Open(p) = &mut s.state else {
+                return;
+            };
+            if k == 0 {
+                drained = p.tail.is_empty();
+                return;
+            }
+            let ids = p.tail.take_back(k);
+            drained = p.tail.is_empty();
+            p.remaining = p.remaining.saturating_sub(k);
+            s.aids.push(Aid {
+                helper: me,
+                ids: ids.clone(),
+                at: now,
+                speed: vh,
+            });
+            taken = Some((s.seq, ids));
+        });
+        match r {
+            Ok(Locked::Busy) => Steal::Retry,
+            Ok(Locked::Done) => match taken {
+                Some((seq, ids)) => Steal::Success(seq, ids, drained),
+                None if drained => Steal::Drained,
+                None => Steal::Empty,
+            },
+            Err(e) => {
+                self.note_error(e, &format!("the SOS of rank {owner}"));
+                Steal::Empty
+            }
+        }
+    }
+
+    /// Remove `entry` from the open index: its SOS has nothing left to take
+    /// (closed, or its tail emptied), and every helper that reads the index
+    /// would look at it in vain. The helper does not wait for the index lock.
+    /// An owner that gives back part of its lease lists its SOS again.
+    fn unlist(&mut self, entry: &OpenEntry, board: &mut dyn Board) {
+        let (rank, seq) = (entry.rank, entry.seq);
+        let r = board.with_index(Access::Try, &mut |ix| {
+            if ix.entries.iter().any(|e| (e.rank, e.seq) == (rank, seq)) {
+                ix.remove(rank);
+            }
+        });
+        if let Err(e) = r {
+            self.note_error(e, "the open index");
+        }
+    }
+
+    /// The host's copy of the open index cannot be read or written: report
+    /// it once, and read the shared index from now on.
+    fn host_copy_failed(&mut self, e: Error) {
+        self.host_copy_broken = true;
+        self.note_error(
+            e,
+            "the host's copy of the open index; reading the shared one",
+        );
+    }
+
+    /// An error on another rank's record or the index: report it, go on.
+    fn note_error(&mut self, e: Error, what: &str) {
+        self.errors.push(format!("{e} (skipped {what})"));
+    }
+}
+
+/// The error of an open SOS that is no longer in its record.
+fn lost_record(me: usize, seq: u64) -> Error {
+    Error::Corrupt {
+        path: format!("sos/{me}.ron").into(),
+        reason: format!("this rank's open SOS (sequence {seq}) is no longer in its record"),
+    }
+}
+
+fn write_figures(p: &mut Post, f: &Figures) {
+    p.speed = f.speed;
+    p.forecast = f.forecast;
+    p.updated_at = f.at;
+}
+
+/// What a helper asks of an SOS: the figures of its share besides the
+/// record's.
+struct Ask {
+    now: f64,
+    policy: HelpPolicy,
+    helper_speed: f64,
+    job_left: f64,
+    steal_cost: f64,
+    helpers: f64,
+    busy_for: f64,
+    risk: f64,
+}
+
+impl Ask {
+    /// The ids to take from the SOS record `s` (0 when it is not open or
+    /// holds nothing worth a steal).
+    fn share(&self, s: &Sos) -> u64 {
+        let SosState::Open(p) = &s.state else {
+            return 0;
+        };
+        let now = self.now;
+        let others = s
+            .aids
+            .iter()
+            .map(|a| (a.speed, a.ids.len() as f64 - a.speed * (now - a.at)))
+            .collect();
+        let lease_left =
+            p.remaining.saturating_sub(p.tail.len()) as f64 - p.speed * (now - p.updated_at);
+        share(
+            self.policy,
+            &ShareInput {
+                owner_remaining: p.tail.len() as f64 + lease_left.max(0.0),
+                owner_speed: p.speed,
+                helper_speed: self.helper_speed,
+                others,
+                available: p.tail.len(),
+                job_left: self.job_left,
+                steal_cost: self.steal_cost,
+                helpers: self.helpers,
+                busy_for: self.busy_for,
+                risk: self.risk,
+            },
+        )
+    }
+}
+
+/// A rank and its clerk in one thread: every request is carried out at
+/// once, before [`Inline::next`] returns (tests, and callers without a
+/// thread to spare). It dereferences to the [`Rank`].
+#[derive(Debug)]
+pub struct Inline {
+    rank: Rank,
+    clerk: Clerk,
+}
+
+impl Inline {
+    /// `rank` with a clerk of its own.
+    pub fn new(rank: Rank) -> Inline {
+        let clerk = Clerk::new(&rank);
+        Inline { rank, clerk }
+    }
+
+    /// [`Rank::next`], with every request carried out on `board` at once.
+    pub fn next(&mut self, now: f64, board: &mut dyn Board) -> Result<Step> {
+        loop {
+            match self.rank.next(now)? {
+                Step::Ask(request) => {
+                    let reply = self.clerk.serve(request, board);
+                    self.rank.reply(reply)?;
+                }
+                step => return Ok(step),
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for Inline {
+    type Target = Rank;
+    fn deref(&self) -> &Rank {
+        &self.rank
+    }
+}
+
+impl std::ops::DerefMut for Inline {
+    fn deref_mut(&mut self) -> &mut Rank {
+        &mut self.rank
+    }
+}
