@@ -80,7 +80,7 @@ fn policy() -> impl Strategy<Value = HelpPolicy> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
 
     #[test]
     fn every_id_once_whatever_the_speeds_and_interleavings(
@@ -96,11 +96,14 @@ proptest! {
         busy in prop_oneof![Just(0u64), 2u64..6],
         late in 0.0f64..1.0,
         per_host in 0usize..4,
+        // Replies that come later than the next steps (the clerk's
+        // requests run while the rank computes), or at once.
+        delay in prop_oneof![Just(0.0), 0.001f64..0.2],
     ) {
         let s = scenario(ranks, z, classes, fluct, step);
         let mut p = params(mode, policy);
         p.late_threshold = late;
-        let opts = Options { seed, jitter, busy_one_in: busy, ranks_per_host: per_host, hosts_per_site: 2, ..Options::default() };
+        let opts = Options { seed, jitter, busy_one_in: busy, ranks_per_host: per_host, hosts_per_site: 2, storage_delay: delay, ..Options::default() };
         let out = sim::simulate(&s, &p, &opts).unwrap();
         assert_exactly_once(&out);
         prop_assert_eq!(out.counts.len() as u64, z);
@@ -1008,4 +1011,101 @@ fn a_helper_waiting_for_a_held_lock_backs_off_whatever_the_storage_cost() {
         gaps[gaps.len() - 10..].iter().all(|&g| g >= 0.99 * poll),
         "{gaps:?}"
     );
+}
+
+/// The rank computes while its requests are out: on slow storage (0.2 s a
+/// consultation) an owner that posts keeps computing its lease while the
+/// clerk carries the post out, and asks for its next lease while it still
+/// has work, so that the reply comes before it runs dry. Only with its
+/// lease empty does it wait for a reply.
+#[test]
+fn a_rank_computes_while_its_requests_are_out() {
+    use soslb::board::memory::MemoryBoard;
+    use soslb::clerk::{Clerk, OwnOp, Request};
+    use soslb::config::{Hosts, Sites};
+    use soslb::plan::WarmupReport;
+    use soslb::policy::{Rank, Step};
+    use soslb::topology::Topology;
+    let mut board = MemoryBoard::new(2);
+    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
+    let mut rank = Rank::new(0, 4000, params(Mode::Full, HelpPolicy::Balanced), topology);
+    let mut clerk = Clerk::new(&rank);
+    rank.observe_storage(0.2);
+    // Warm-up at 100 ids per second; the other rank is as fast.
+    let mut t = 0.0;
+    let report = loop {
+        match rank.next(t).unwrap() {
+            Step::Compute(ids) => t += 0.01 * (ids.end - ids.start) as f64,
+            Step::Exchange(r) => break r,
+            s => panic!("{s:?} in the warm-up"),
+        }
+    };
+    let other = WarmupReport {
+        done: report.done,
+        speed: report.speed,
+        tail: 2000 + report.done..4000,
+        reserved: 0,
+        at: t,
+    };
+    rank.apply_plan(&[report, other], t).unwrap();
+    // Five times slower from now on: late, it asks to post an SOS.
+    let mut step = rank.next(t).unwrap();
+    let post = loop {
+        match step {
+            Step::Compute(ids) => t += 0.05 * (ids.end - ids.start) as f64,
+            Step::Ask(r @ Request::Post { .. }) => break r,
+            s => panic!("{s:?} before the post at {t}"),
+        }
+        assert!(t < 60.0, "no SOS posted");
+        step = rank.next(t).unwrap();
+    };
+    // The clerk carries the post out; its reply comes 2 s later, and the
+    // rank computes meanwhile.
+    let reply = clerk.serve(post, &mut board);
+    let until = t + 2.0;
+    while t < until {
+        match rank.next(t).unwrap() {
+            Step::Compute(ids) => t += 0.05 * (ids.end - ids.start) as f64,
+            s => panic!("{s:?} at {t} while the post is out"),
+        }
+    }
+    rank.reply(reply).unwrap();
+    assert!(rank.sos_open());
+    // Its next lease: asked for while it still computes.
+    let extend = loop {
+        match rank.next(t).unwrap() {
+            Step::Compute(ids) => t += 0.05 * (ids.end - ids.start) as f64,
+            Step::Ask(
+                r @ Request::Own {
+                    op: OwnOp::Extend { .. },
+                    ..
+                },
+            ) => break r,
+            // A refresh brings no lease: answered at once.
+            Step::Ask(r @ Request::Own { .. }) => {
+                let reply = clerk.serve(r, &mut board);
+                rank.reply(reply).unwrap();
+            }
+            s => panic!("{s:?} at {t} while its SOS is open"),
+        }
+        assert!(t < 60.0, "no lease extension asked for");
+    };
+    let reply = clerk.serve(extend, &mut board);
+    let mut computed = 0;
+    loop {
+        match rank.next(t).unwrap() {
+            Step::Compute(ids) => {
+                computed += ids.end - ids.start;
+                t += 0.05 * (ids.end - ids.start) as f64;
+            }
+            Step::AwaitReply => break,
+            s => panic!("{s:?} at {t} while the extension is out"),
+        }
+    }
+    assert!(
+        computed as f64 >= 20.0 * 0.2,
+        "only {computed} ids computed while the extension was out"
+    );
+    rank.reply(reply).unwrap();
+    assert!(matches!(rank.next(t).unwrap(), Step::Compute(_)));
 }
