@@ -15,8 +15,11 @@
 //!    ([`topology`]).
 //!
 //! The decisions live in a pure state machine ([`policy::Rank`]) fed with
-//! time and events; [`Balancer`] is the thin MPI and file shell around it,
-//! and [`sim`] drives the same machine with a virtual clock.
+//! time and events. It never waits for the signal files: it hands its
+//! board work to a [`clerk::Clerk`] and goes on computing until the reply
+//! comes. [`Balancer`] is the thin MPI and file shell around both (the
+//! clerk in a thread of its own), and [`sim`] drives the same machine and
+//! clerk with a virtual clock.
 //!
 //! ## The loop
 //!

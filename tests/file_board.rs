@@ -348,13 +348,16 @@ fn job_lock_probe() {
 
 #[test]
 fn watcher_wakes_a_waiting_helper() {
-    let job = TempJob::new(2);
-    let mut helper = job.join(0, 2);
-    let mut owner = job.join(1, 2);
+    let job = TempJob::new(3);
+    let mut helper = job.join(0, 3);
+    let mut owner = job.join(1, 3);
     let mut discovery = Discovery::new(&helper.index_path(), true);
     assert!(discovery.is_watching(), "{:?}", discovery.fallback_reason());
-    // Reading the index (an open) does not wake anybody.
+    // Reading the index (an open) does not wake anybody; nor does a rank
+    // that ends and closes its descriptor of the index, open for writing
+    // (the first rank at finalize woke every idle rank that way).
     helper.read_index().unwrap();
+    drop(job.join(2, 3));
     assert!(!discovery.wait(Duration::from_millis(200)));
     let writer = thread::spawn(move || {
         thread::sleep(Duration::from_millis(100));
