@@ -417,20 +417,21 @@ fn operations_are_counted() {
     let before = board.ops();
     board.with_sos(0, Access::Wait, &mut |_| {}).unwrap();
     assert_eq!(board.ops() - before, 4);
-    // Changed: lock, fresh open, read, write and fsync through the kept
-    // descriptor, unlock (files are padded and never shrink: no truncation).
+    // Changed: lock, fresh open, read, one durable write (O_DSYNC) through
+    // the kept descriptor, unlock (files are padded and never shrink: no
+    // truncation).
     let before = board.ops();
     board
         .with_sos(0, Access::Wait, &mut |s| {
             s.state = SosState::Open(post(IdSet::from_range(0..9)))
         })
         .unwrap();
-    assert_eq!(board.ops() - before, 6);
+    assert_eq!(board.ops() - before, 5);
     let before = board.ops();
     board
         .with_sos(0, Access::Wait, &mut |s| s.state = SosState::Closed)
         .unwrap();
-    assert_eq!(board.ops() - before, 6);
+    assert_eq!(board.ops() - before, 5);
     // Another rank's SOS: opened once, on first use.
     let before = board.ops();
     board.with_sos(1, Access::Try, &mut |_| {}).unwrap_err();

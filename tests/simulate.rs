@@ -778,7 +778,7 @@ fn helpers_that_find_nothing_to_take_leave_the_record_unlocked() {
     ));
     assert_eq!(
         board.ops() - ops,
-        2 + 2 + 6,
+        2 + 2 + 5,
         "a read of the index and of the record, and a locked look and a write of the index"
     );
     assert_eq!(board.read_index().unwrap().unwrap().entries, []);
@@ -851,7 +851,7 @@ fn a_listed_sos_found_closed_leaves_the_index() {
     }
     assert_eq!(
         ops,
-        [2 + 2 + 6, 2, 2, 2],
+        [2 + 2 + 5, 2, 2, 2],
         "reads of the index and the record, and a locked look and a write of the index"
     );
     assert_eq!(board.read_index().unwrap().unwrap().entries, []);

@@ -25,7 +25,8 @@
 //!   file was replaced, and that is reported;
 //! - a locked update writes in place at offset 0 through the fresh
 //!   descriptor, padded to a whole number of blocks (files never shrink, so
-//!   a cached size rarely cuts a body), `fsync`s, closes it, then unlocks;
+//!   a cached size rarely cuts a body) through descriptors opened with
+//!   `O_DSYNC` (a write is durable when it returns), closes it, then unlocks;
 //!   `open.ron` is also read without a lock (open, read, close), a torn body
 //!   is then answered `None`.
 
@@ -75,22 +76,27 @@ fn sos_path(job_dir: &Path, rank: usize) -> PathBuf {
     job_dir.join("sos").join(format!("{rank}.ron"))
 }
 
-/// Open an existing signal file for reading and writing (an exclusive lock
-/// on NFS needs a descriptor open for writing).
-fn open_rw(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| Error::io(path, e))
+/// Options to open a signal file for reading and writing durably: each
+/// write returns once its data is on stable storage (`O_DSYNC`), one round
+/// trip where a write and an `fsync` are two (on NFS a stable WRITE
+/// instead of an unstable WRITE and a COMMIT).
+fn durable() -> OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).custom_flags(libc::O_DSYNC);
+    options
 }
 
-/// Create `path` (it must not exist) holding `body`, `fsync`ed; the
-/// descriptor is returned open for reading and writing.
+/// Open an existing signal file for reading and durable writing (an
+/// exclusive lock on NFS needs a descriptor open for writing).
+fn open_rw(path: &Path) -> Result<File> {
+    durable().open(path).map_err(|e| Error::io(path, e))
+}
+
+/// Create `path` (it must not exist) holding `body`, durably; the
+/// descriptor is returned open for reading and durable writing.
 fn create_file<T: Serialize>(path: &Path, body: &T) -> Result<File> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
+    let mut file = durable()
         .create_new(true)
         .open(path)
         .map_err(|e| match e.kind() {
@@ -104,6 +110,7 @@ fn create_file<T: Serialize>(path: &Path, body: &T) -> Result<File> {
         })?;
     let (id, _) = fresh_stat(&file).map_err(|e| Error::io(path, e))?;
     let text = format::encode_stamped(body, CREATED_WSEQ, id.ino);
+    // (The new name in its directory is made durable too.)
     file.write_all(&format::pad(&text, format::padded_len(text.len(), 0)))
         .and_then(|()| file.sync_all())
         .map_err(|e| Error::io(path, e))?;
@@ -318,11 +325,12 @@ impl Meter {
     /// wake the watchers of the file as a write does.
     fn open_fresh(&mut self, path: &Path, write: bool) -> Result<(File, FileId, u64)> {
         self.tick();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(write)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
+        let file = if write {
+            durable().open(path)
+        } else {
+            File::open(path)
+        }
+        .map_err(|e| Error::io(path, e))?;
         let (id, size) = fresh_stat(&file).map_err(|e| Error::io(path, e))?;
         Ok((file, id, size))
     }
@@ -336,8 +344,10 @@ impl Meter {
         Ok(bytes)
     }
 
-    /// Rewrite `file` in place with `text` padded to its block size (a file
-    /// never shrinks), then `fsync`.
+    /// Rewrite `file` (a descriptor opened [`durable`]) in place with `text`
+    /// padded to its block size: one write, on stable storage when it
+    /// returns. A file shrinks only past 64 blocks: then a truncate and an
+    /// `fsync` follow.
     fn write(&mut self, mut file: &File, path: &Path, text: &str, size: u64) -> Result<()> {
         let io = |e| Error::io(path, e);
         let bytes = format::pad(text, format::padded_len(text.len(), size));
@@ -348,9 +358,10 @@ impl Meter {
         if size > bytes.len() as u64 {
             self.tick();
             file.set_len(bytes.len() as u64).map_err(io)?;
+            self.tick();
+            file.sync_data().map_err(io)?;
         }
-        self.tick();
-        file.sync_data().map_err(io)
+        Ok(())
     }
 }
 
@@ -782,7 +793,8 @@ fn check_sos(sos: &Sos, rank: usize, path: &Path) -> Result<()> {
 /// rank has seen: a file replaced by `rename`, or an older copy written
 /// over it, is an [`Error::Corrupt`] whose reason says "replaced". Writes
 /// go through the fresh descriptor, padded to a multiple of
-/// [`format::BLOCK`] bytes (a file never shrinks), then `fsync`, then the
+/// [`format::BLOCK`] bytes (a file never shrinks), durable when the write
+/// returns (the descriptors are opened with `O_DSYNC`), then the
 /// lock is released.
 ///
 /// The single steps of [`Board::with_sos`] are public too ([`FileBoard::lock_sos`],

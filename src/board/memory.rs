@@ -59,13 +59,13 @@ struct Clock {
 const BUSY: u64 = 1;
 /// A locked look: lock, fresh open, read, unlock.
 const LOOK: u64 = 4;
-/// A write under the lock, after a look: write, fsync (through the kept
-/// descriptor).
-const WRITE: u64 = 2;
-/// A rewrite of the own journal, without a lock: write, fsync.
-const JOURNAL: u64 = 2;
-/// A locked overwrite (a reset): lock, fresh open, write, fsync, unlock.
-const OVERWRITE: u64 = 5;
+/// A write under the lock, after a look: one durable write (`O_DSYNC`)
+/// through the kept descriptor.
+const WRITE: u64 = 1;
+/// A rewrite of the own journal, without a lock: one durable write.
+const JOURNAL: u64 = 1;
+/// A locked overwrite (a reset): lock, fresh open, durable write, unlock.
+const OVERWRITE: u64 = 4;
 /// A read without the lock: open, read.
 const READ: u64 = 2;
 
@@ -326,7 +326,7 @@ mod tests {
         let mut a = MemoryBoard::new(2);
         let mut b = a.clone();
         a.set_clock(10.0, 0.1, 0);
-        // A change: a locked look and a write, 6 operations, held until 10.6.
+        // A change: a locked look and a write, 5 operations, held until 10.5.
         a.with_sos(1, Access::Wait, &mut |s| s.seq = 3).unwrap();
         assert_eq!(a.ops(), LOOK + WRITE);
         b.set_clock(10.2, 0.1, 1);
@@ -339,7 +339,7 @@ mod tests {
             b.with_sos(1, Access::Wait, &mut |_| {}).unwrap(),
             Locked::Done
         );
-        assert!((b.waited() - 0.4).abs() < 1e-9, "{}", b.waited());
+        assert!((b.waited() - 0.3).abs() < 1e-9, "{}", b.waited());
         // Another record is free.
         b.set_clock(10.2, 0.1, 1);
         assert_eq!(
@@ -374,7 +374,7 @@ mod tests {
         assert_eq!(b.read_index().unwrap().unwrap().entries.len(), 1);
         b.set_clock(10.2, 0.1, 1);
         b.with_index(Access::Wait, &mut list(1)).unwrap();
-        assert!((b.waited() - 0.4).abs() < 1e-9, "{}", b.waited());
+        assert!((b.waited() - 0.3).abs() < 1e-9, "{}", b.waited());
         assert_eq!(b.read_index().unwrap().unwrap().entries.len(), 2);
     }
 }
