@@ -897,6 +897,33 @@ fn idle_ranks_of_a_host_share_one_read_of_the_index() {
     assert_eq!(look(&mut rank, &mut board, t), 2, "one read of the index");
 }
 
+/// Rank 0 of 2 in a job of `total`, driven by `next`, computes its warm-up
+/// at 100 ids per second; rank 1 is as fast. Both reports, and when the
+/// warm-up ends.
+fn warm_up_beside_an_equal(
+    total: u64,
+    mut next: impl FnMut(f64) -> soslb::policy::Step,
+) -> (Vec<soslb::plan::WarmupReport>, f64) {
+    use soslb::plan::WarmupReport;
+    use soslb::policy::Step;
+    let mut t = 0.0;
+    let report = loop {
+        match next(t) {
+            Step::Compute(ids) => t += 0.01 * (ids.end - ids.start) as f64,
+            Step::Exchange(r) => break r,
+            s => panic!("{s:?} in the warm-up"),
+        }
+    };
+    let other = WarmupReport {
+        done: report.done,
+        speed: report.speed,
+        tail: total / 2 + report.done..total,
+        reserved: 0,
+        at: t,
+    };
+    (vec![report, other], t)
+}
+
 /// An owner that withdraws its SOS while another rank holds the index lock
 /// does not wait for it (on 0.2 s storage the owners that closed at the
 /// job's end queued for it for up to 9 s): the index lists the closed SOS
@@ -905,7 +932,6 @@ fn idle_ranks_of_a_host_share_one_read_of_the_index() {
 fn an_owner_that_withdraws_does_not_wait_for_the_index_lock() {
     use soslb::board::{Board, memory::MemoryBoard};
     use soslb::config::{Hosts, Sites};
-    use soslb::plan::WarmupReport;
     use soslb::policy::{Rank, Step};
     use soslb::topology::Topology;
     let mut board = MemoryBoard::new(2);
@@ -916,23 +942,8 @@ fn an_owner_that_withdraws_does_not_wait_for_the_index_lock() {
         params(Mode::Full, HelpPolicy::Balanced),
         topology,
     ));
-    // Warm-up at 100 ids per second; the other rank is as fast.
-    let mut t = 0.0;
-    let report = loop {
-        match owner.next(t, &mut board).unwrap() {
-            Step::Compute(ids) => t += 0.01 * (ids.end - ids.start) as f64,
-            Step::Exchange(r) => break r,
-            s => panic!("{s:?} in the warm-up"),
-        }
-    };
-    let other = WarmupReport {
-        done: report.done,
-        speed: report.speed,
-        tail: 500 + report.done..1000,
-        reserved: 0,
-        at: t,
-    };
-    owner.apply_plan(&[report, other], t).unwrap();
+    let (reports, mut t) = warm_up_beside_an_equal(1000, |t| owner.next(t, &mut board).unwrap());
+    owner.apply_plan(&reports, t).unwrap();
     // Five times slower: late, it posts an SOS.
     let mut events = Vec::new();
     let chunk = |owner: &mut Inline, board: &mut MemoryBoard, t: &mut f64, per_id: f64| {
@@ -1023,7 +1034,6 @@ fn a_rank_computes_while_its_requests_are_out() {
     use soslb::board::memory::MemoryBoard;
     use soslb::clerk::{Clerk, OwnOp, Request};
     use soslb::config::{Hosts, Sites};
-    use soslb::plan::WarmupReport;
     use soslb::policy::{Rank, Step};
     use soslb::topology::Topology;
     let mut board = MemoryBoard::new(2);
@@ -1031,23 +1041,8 @@ fn a_rank_computes_while_its_requests_are_out() {
     let mut rank = Rank::new(0, 4000, params(Mode::Full, HelpPolicy::Balanced), topology);
     let mut clerk = Clerk::new(&rank);
     rank.observe_storage(0.2);
-    // Warm-up at 100 ids per second; the other rank is as fast.
-    let mut t = 0.0;
-    let report = loop {
-        match rank.next(t).unwrap() {
-            Step::Compute(ids) => t += 0.01 * (ids.end - ids.start) as f64,
-            Step::Exchange(r) => break r,
-            s => panic!("{s:?} in the warm-up"),
-        }
-    };
-    let other = WarmupReport {
-        done: report.done,
-        speed: report.speed,
-        tail: 2000 + report.done..4000,
-        reserved: 0,
-        at: t,
-    };
-    rank.apply_plan(&[report, other], t).unwrap();
+    let (reports, mut t) = warm_up_beside_an_equal(4000, |t| rank.next(t).unwrap());
+    rank.apply_plan(&reports, t).unwrap();
     // Five times slower from now on: late, it asks to post an SOS.
     let mut step = rank.next(t).unwrap();
     let post = loop {
