@@ -39,14 +39,17 @@ const RISK: f64 = 2.0;
 /// file operations, posted too late: step16 at 200 ms 0.71 → 0.56).
 const SOS_COST: f64 = 4.0;
 
-/// Lateness at the recent speed that a post needs on slow storage, in
-/// consultations of the own record, besides [`SOS_COST`] at the steady
-/// speed: a lasting slowdown is very late at the recent speed at once (the
-/// slowed ranks of step16 forecast 26 s of lateness at 200 ms per
-/// operation), speeds that fluctuate less so. Simulator, 12 seeds: at 200
-/// ms fluct16 posts no SOS (its SOS did not pay: 0.65 in the emulator
-/// against 0.674 in mode warmup) and step16 keeps 0.71; at 50 ms fluct16
-/// 0.80 → 0.79, step16 0.89 → 0.91.
+/// Lateness at the recent speed that a post needs on slow storage while no
+/// rank is idle, in consultations of the own record, besides [`SOS_COST`]
+/// at the steady speed: a lasting slowdown is very late at the recent speed
+/// at once (the slowed ranks of step16 forecast 26 s of lateness at 200 ms
+/// per operation), speeds that fluctuate less so. Simulator, 12 seeds: at
+/// 200 ms fluct16's early SOS did not pay (0.65 in the emulator against
+/// 0.674 in mode warmup) and step16 keeps 0.71. Once ranks are idle (the
+/// last wave says), their time is free and an SOS pays whenever it beats a
+/// steal: four ranks of fluct16 at 50 ms ended 2 to 3 s late without one
+/// while six ranks idled (emulator: 0.78 to 0.84 → 0.84, 0.84; at 200 ms
+/// 0.675 → 0.683, 0.698).
 const POST_COST: f64 = 12.0;
 
 /// The window of the steady speed, in speed windows. Where an SOS costs
@@ -970,7 +973,9 @@ impl Rank {
             Some(_) => tau - reference >= self.params.late_threshold,
             None => {
                 steady - reference >= threshold
-                    && (!slow || tau - reference >= POST_COST * self.storage_cost)
+                    && (!slow
+                        || self.idle.ranks > 0
+                        || tau - reference >= POST_COST * self.storage_cost)
             }
         };
         // The lease runs out before a reply could come: ask for the next
