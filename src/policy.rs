@@ -1040,11 +1040,6 @@ impl Rank {
         LOOK_AHEAD * self.steal_cost(0)
     }
 
-    /// The open SOS, as listed.
-    fn entry(&self) -> Option<OpenEntry> {
-        self.sos.clone()
-    }
-
     /// Open an SOS offering all but one lease of the quota.
     fn post(&mut self, now: f64, v: f64, tau: f64) {
         // The tail must hold more work than the post takes to come.
@@ -1083,7 +1078,7 @@ impl Rank {
 
     /// Ask for a look at the own open SOS that does `op`.
     fn look(&mut self, op: OwnOp, asking: Asking) {
-        let Some(entry) = self.entry() else {
+        let Some(entry) = self.sos.clone() else {
             return;
         };
         let request = Request::Own {
