@@ -257,11 +257,7 @@ enum Phase {
 #[derive(Clone, Debug, PartialEq)]
 enum Asking {
     /// Opening the SOS `entry` with `tail` (taken from the lease).
-    Post {
-        entry: OpenEntry,
-        tail: IdSet,
-        forecast: f64,
-    },
+    Post { entry: OpenEntry, tail: IdSet },
     /// Refreshing the own SOS, `give_back` from the lease to its tail.
     Refresh { give_back: IdSet },
     /// Extending the lease from the own SOS.
@@ -618,7 +614,7 @@ impl Rank {
         }
     }
 
-    /// The clerk's reply to the request out, at `now`. An error is one the
+    /// The clerk's reply to the request out. An error is one the
     /// rank cannot recover from (its own SOS record cannot be written, and
     /// the truth of what helpers took cannot be rebuilt): the rank fails.
     pub fn reply(&mut self, reply: Reply) -> Result<()> {
@@ -634,18 +630,11 @@ impl Rank {
         }
         match (asking, reply.outcome) {
             (_, Outcome::Failed(e)) => return Err(e),
-            (
-                Asking::Post {
-                    entry,
-                    tail,
-                    forecast,
-                },
-                Outcome::Posted,
-            ) => {
+            (Asking::Post { entry, tail }, Outcome::Posted) => {
                 self.events.push(Event::SosPosted {
                     seq: entry.seq,
                     tail: tail.clone(),
-                    forecast,
+                    forecast: entry.forecast,
                 });
                 self.sos = Some(entry);
                 self.tail = tail;
@@ -696,10 +685,10 @@ impl Rank {
             },
             (Asking::Unlist, Outcome::Unlisted { listed }) => self.unlisted = listed,
             (
-                asking @ (Asking::Post { .. }
+                Asking::Post { .. }
                 | Asking::Refresh { .. }
                 | Asking::Extend
-                | Asking::Withdraw { .. }),
+                | Asking::Withdraw { .. },
                 Outcome::Recovered {
                     taken,
                     back,
@@ -707,15 +696,13 @@ impl Rank {
                     listed,
                 },
             ) => {
-                let seq = match (&asking, &self.sos) {
-                    (Asking::Post { entry, .. }, _) | (_, Some(entry)) => entry.seq,
-                    _ => self.last_seq,
-                };
+                // The clerk reset the record under the next sequence number
+                // (the SOS posted or open is the last one).
                 self.lease.remove(&taken);
                 self.lease.extend(&back);
                 self.tail = IdSet::new();
                 self.sos = None;
-                self.last_seq = seq + 1;
+                self.last_seq += 1;
                 self.board_broken |= broken;
                 self.unlisted = listed;
             }
@@ -1071,7 +1058,6 @@ impl Rank {
         let asking = Asking::Post {
             entry: entry.clone(),
             tail,
-            forecast: tau,
         };
         self.ask(Request::Post { entry, post }, asking);
     }

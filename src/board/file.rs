@@ -110,7 +110,6 @@ fn create_file<T: Serialize>(path: &Path, body: &T) -> Result<File> {
         })?;
     let (id, _) = fresh_stat(&file).map_err(|e| Error::io(path, e))?;
     let text = format::encode_stamped(body, CREATED_WSEQ, id.ino);
-    // (The new name in its directory is made durable too.)
     file.write_all(&format::pad(&text, format::padded_len(text.len(), 0)))
         .and_then(|()| file.sync_all())
         .map_err(|e| Error::io(path, e))?;
