@@ -954,6 +954,14 @@ impl Balancer {
         if self.end.verdict.is_none() {
             self.leave();
         }
+        if self.end.verdict == Some(Verdict::Done)
+            && let Err(e) = self.last_look()
+        {
+            self.warn_at_finish(format!("the last look at the own SOS failed: {e}"));
+        }
+        if self.rank.has_events() {
+            self.log_events(self.now());
+        }
         // The request out (if any) is carried out, then the clerk's thread
         // ends and the board's descriptors close. Its reply still counts
         // (an owner's last look sees the last AID records).
@@ -961,11 +969,7 @@ impl Balancer {
         if let Some(reply) = last.filter(|_| self.rank.asking())
             && let Err(e) = self.rank.reply(reply)
         {
-            let text = format!("the last request to the signal files failed: {e}");
-            self.warner.warn(&text);
-            self.monitor
-                .line(self.now(), format_args!("warning {text}"));
-            self.warnings.push(text);
+            self.warn_at_finish(format!("the last request to the signal files failed: {e}"));
         }
         let elapsed = self.now();
         if let Some(j) = &mut self.journal {
@@ -1125,6 +1129,33 @@ impl Balancer {
             let _ = copy.parent().map(std::fs::remove_dir);
         }
         result
+    }
+
+    /// Every id is computed: an owner whose SOS is still open looks at it
+    /// once more (after the reply to a request out), so that the AID records
+    /// of helpers that drained it since its last look count in what it gave
+    /// (the summary's and the report's `given`).
+    fn last_look(&mut self) -> Result<()> {
+        let wait = Some(Duration::from_secs_f64(TEST_INTERVAL.1));
+        while self.rank.asking() {
+            self.take_reply(wait)?;
+        }
+        if let Some(request) = self.rank.last_look(self.now()) {
+            self.desk.send(request)?;
+            while self.rank.asking() {
+                self.take_reply(wait)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A warning at `finish`: on stderr (once), in the monitor log and in
+    /// the summary's warnings. The result stands.
+    fn warn_at_finish(&mut self, text: String) {
+        self.warner.warn(&text);
+        self.monitor
+            .line(self.now(), format_args!("warning {text}"));
+        self.warnings.push(text);
     }
 
     /// `finish` before the verdict: a rank that still owns ids fails (unless

@@ -917,6 +917,17 @@ impl Inline {
             }
         }
     }
+
+    /// [`Rank::last_look`], carried out on `board` at once.
+    pub fn last_look(&mut self, now: f64, board: &mut dyn Board) -> Result<()> {
+        match self.rank.last_look(now) {
+            Some(request) => {
+                let reply = self.clerk.serve(request, board);
+                self.rank.reply(reply)
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 impl std::ops::Deref for Inline {

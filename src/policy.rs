@@ -730,6 +730,19 @@ impl Rank {
         }
     }
 
+    /// At the job's end (every id computed): an owner whose SOS is still
+    /// open asks to withdraw it (its tail is empty by then), so that the
+    /// AID records of helpers that drained it since its last look count in
+    /// what it gave. `None` without an open SOS, or with a request out
+    /// (whose reply comes first).
+    pub fn last_look(&mut self, now: f64) -> Option<Request> {
+        if self.sos.is_none() || self.asking.is_some() {
+            return None;
+        }
+        self.withdraw(now);
+        self.outbox.take()
+    }
+
     /// Hand `request` to the clerk at the next step.
     fn ask(&mut self, request: Request, asking: Asking) {
         self.outbox = Some(request);

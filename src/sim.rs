@@ -354,18 +354,24 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             }
         }
     }
-    // Replies still on their way reach their ranks (their accounts of the
-    // help given).
-    for (rank, reply) in ranks.iter_mut().zip(replies) {
-        if let Some((_, reply)) = reply {
-            rank.reply(reply)?;
-        }
-    }
     let mut makespan = 0.0f64;
     for s in &state {
         match s {
             State::Done(t) => makespan = makespan.max(*t),
             _ => return Err(Error::Internal("the simulation did not terminate".into())),
+        }
+    }
+    // Replies still on their way reach their ranks; owners whose SOS is
+    // still open look at it once more (as `finalize` does): their accounts
+    // of the help given.
+    for (i, reply) in replies.into_iter().enumerate() {
+        if let Some((_, reply)) = reply {
+            ranks[i].reply(reply)?;
+        }
+        if let Some(request) = ranks[i].last_look(makespan) {
+            let reply = clerks[i].serve(request, &mut board);
+            ranks[i].reply(reply)?;
+            events[i].extend(ranks[i].drain_events().map(|e| (makespan, e)));
         }
     }
     let left = ranks

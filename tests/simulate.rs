@@ -1104,3 +1104,48 @@ fn a_rank_computes_while_its_requests_are_out() {
     rank.reply(reply).unwrap();
     assert!(matches!(rank.next(t).unwrap(), Step::Compute(_)));
 }
+
+/// Helpers may drain an SOS after its owner's last look, and the job end
+/// before the owner looks again: at the end the owner looks once more, so
+/// that what it gave counts every AID record (the summary's `given` is
+/// the ids taken).
+#[test]
+fn an_owner_counts_at_the_end_the_help_it_did_not_see() {
+    use soslb::board::memory::MemoryBoard;
+    use soslb::config::{Hosts, Sites};
+    use soslb::policy::{Rank, Step};
+    use soslb::topology::Topology;
+    let mut board = MemoryBoard::new(2);
+    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
+    let mut owner = Inline::new(Rank::new(
+        0,
+        1000,
+        params(Mode::Full, HelpPolicy::Balanced),
+        topology,
+    ));
+    let (reports, mut t) = warm_up_beside_an_equal(1000, |t| owner.next(t, &mut board).unwrap());
+    owner.apply_plan(&reports, t).unwrap();
+    // Five times slower: late, it posts an SOS.
+    while !owner.sos_open() {
+        assert!(t < 60.0, "no SOS posted");
+        let Step::Compute(ids) = owner.next(t, &mut board).unwrap() else {
+            panic!("no work for the owner at {t}")
+        };
+        t += 0.05 * (ids.end - ids.start) as f64;
+    }
+    let (mut helper, _) = idle_helper(&mut board);
+    wave_with_open(&mut helper, t, 1);
+    let taken = loop {
+        match helper.next(t, &mut board).unwrap() {
+            Step::Compute(_) => break helper.report().taken,
+            Step::Idle { until } if until < t + 5.0 => t = until,
+            s => panic!("the helper took nothing: {s:?}"),
+        }
+    };
+    assert!(taken > 0);
+    assert_eq!(owner.report().given, 0, "the owner has not looked yet");
+    owner.last_look(t, &mut board).unwrap();
+    assert_eq!(owner.report().given, taken);
+    assert!(!owner.sos_open());
+    assert!(owner.last_look(t, &mut board).is_ok(), "a second last look");
+}
