@@ -662,13 +662,15 @@ impl Balancer {
     }
 
     /// This rank's contribution to a wave.
-    fn status(&self) -> Status {
+    fn status(&self, now: f64) -> Status {
+        let speed = self.rank.speed();
         Status {
             completed: self.rank.audit().count,
             busy: self.rank.owns_work(),
             failed: self.end.failure.is_some(),
             stop: self.end.stop,
-            speed_milli: (self.rank.speed() * 1000.0).round() as u64,
+            speed_milli: (speed * 1000.0).round() as u64,
+            speed_time: (speed * now).round() as u64,
             sos_open: self.rank.sos_open(),
             free: self.rank.is_free(),
         }
@@ -694,7 +696,7 @@ impl Balancer {
             let verdict = self.end.judge.judge(words);
             let job = words.job(self.rank.topology());
             let (completed, open) = (job.completed, job.open);
-            self.rank.observe_job(now, job);
+            self.rank.observe_job(job);
             self.show_progress(now, completed, open, verdict.is_some());
             self.end.wave = None;
             if self.deadline.is_some() {
@@ -706,7 +708,7 @@ impl Balancer {
                 return true;
             }
         }
-        let status = self.status();
+        let status = self.status(now);
         if status.busy && !waiting && now < self.end.next_wave {
             return false;
         }
@@ -820,7 +822,7 @@ impl Balancer {
     /// status; the rank computes its reserve until it completes.
     fn start_exchange(&mut self, report: &WarmupReport) {
         let mut words = report.to_words().to_vec();
-        words.push(self.status().flags());
+        words.push(self.status(self.now()).flags());
         self.end.gather = Some(self.comm.start_gather(words));
     }
 

@@ -222,7 +222,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             && let Some(job) = joined.take()
         {
             for rank in &mut ranks {
-                rank.observe_job(now, job.clone());
+                rank.observe_job(job.clone());
             }
             next_wave = now + params.check_interval;
         }
@@ -230,6 +230,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             joined = Some(Job {
                 completed,
                 speed: ranks.iter().map(Rank::speed).sum(),
+                at: now,
                 idle: Arc::new(topology.idle_map(
                     ranks.iter().filter(|r| !r.owns_work()).count(),
                     (0..p).filter(|&r| ranks[r].is_free()),

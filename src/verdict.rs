@@ -31,6 +31,11 @@ pub struct Status {
     /// The rank's speed in thousandths of a realisation per second (summed
     /// over the ranks, it dates the job's forecast end).
     pub speed_milli: u64,
+    /// The rank's speed times the time it joined the wave (seconds since
+    /// the start): realisations. Summed over the ranks and divided by the
+    /// summed speed, it is the time the wave's counts are as of: busy ranks
+    /// join at their checks, up to an interval before the wave completes.
+    pub speed_time: u64,
     /// An SOS of this rank is open.
     pub sos_open: bool,
     /// The rank is done with its own quota (idle, or computing help), or
@@ -53,6 +58,7 @@ impl Status {
             stop: flags & 2 != 0,
             busy: flags & 4 != 0,
             speed_milli: 0,
+            speed_time: 0,
             sos_open: false,
             free: false,
         }
@@ -88,6 +94,10 @@ pub struct Job {
     pub completed: u64,
     /// The ranks' summed speed, realisations per second.
     pub speed: f64,
+    /// The time the counts are as of (seconds since the start): the times
+    /// the ranks joined the wave, weighted by their speeds. The job's
+    /// forecast end is `at + (total − completed) / speed`.
+    pub at: f64,
     /// Ranks that own no work (helpers looking for an SOS), per host and
     /// site (shared: the simulator hands one map to every rank).
     pub idle: Arc<IdleMap>,
@@ -99,8 +109,8 @@ pub struct Job {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Words {
     /// `[completed, stop requests, speed in thousandths of a realisation
-    /// per second, open SOS]`.
-    pub sums: [u64; 4],
+    /// per second, open SOS, speed times time of joining]`.
+    pub sums: [u64; 5],
     /// Bitmaps of failed, busy and free ranks ([`Status::free`]), `⌈P/64⌉`
     /// words each.
     pub bits: Vec<u64>,
@@ -110,7 +120,7 @@ impl Words {
     /// Words of no rank (the identity of the reduction).
     pub fn zero(ranks: usize) -> Words {
         Words {
-            sums: [0; 4],
+            sums: [0; 5],
             bits: vec![0; 3 * ranks.div_ceil(64)],
         }
     }
@@ -123,6 +133,7 @@ impl Words {
             status.stop as u64,
             status.speed_milli,
             status.sos_open as u64,
+            status.speed_time,
         ];
         let words = ranks.div_ceil(64);
         let bit = 1u64 << (me % 64);
@@ -146,9 +157,15 @@ impl Words {
         let set = |map: &[u64], r: usize| map.get(r / 64).is_some_and(|w| w >> (r % 64) & 1 == 1);
         let ranks = 0..topology.ranks();
         let idle = ranks.clone().filter(|&r| !set(busy, r)).count();
+        let speed = self.sums[2] as f64 / 1000.0;
         Job {
             completed: self.sums[0],
-            speed: self.sums[2] as f64 / 1000.0,
+            speed,
+            at: if speed > 0.0 {
+                self.sums[4] as f64 / speed
+            } else {
+                0.0
+            },
             idle: Arc::new(topology.idle_map(idle, ranks.filter(|&r| set(free, r)))),
             open: self.sums[3],
         }
@@ -345,6 +362,27 @@ mod tests {
         assert_eq!(job.idle.ranks, 4);
         assert_eq!(topology.free_nearer(&job.idle, 61, 1), 2);
         assert_eq!(topology.free_nearer(&job.idle, 11, 1), 0);
+    }
+
+    /// A busy rank joins at its check, up to an interval before the wave
+    /// completes: the wave's counts are dated by the joining times, weighted
+    /// by speed, so the job's forecast end does not slip by that interval.
+    #[test]
+    fn a_wave_dates_its_counts_by_when_the_ranks_joined() {
+        // Speeds 1 and 3 realisations per second, joined at 2 s and 4 s.
+        let mut s = [busy(10), busy(30)];
+        for (status, (v, t)) in s.iter_mut().zip([(1.0, 2.0), (3.0, 4.0)]) {
+            status.speed_milli = (v * 1000.0) as u64;
+            status.speed_time = (v * t) as u64;
+        }
+        let topology = Topology::new(
+            vec!["m".into(); 2],
+            &crate::config::Hosts::Real,
+            &crate::config::Sites::Single,
+        );
+        let job = wave(&s).job(&topology);
+        assert_eq!((job.completed, job.speed), (40, 4.0));
+        assert_eq!(job.at, 3.5);
     }
 
     #[test]
