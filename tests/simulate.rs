@@ -922,17 +922,12 @@ fn warm_up_beside_an_equal(
     (vec![report, other], t)
 }
 
-/// An owner that withdraws its SOS while another rank holds the index lock
-/// does not wait for it (on 0.2 s storage the owners that closed at the
-/// job's end queued for it for up to 9 s): the index lists the closed SOS
-/// until a later check, once the lock is free, removes the entry.
-#[test]
-fn an_owner_that_withdraws_does_not_wait_for_the_index_lock() {
-    use soslb::board::{Board, memory::MemoryBoard};
+/// Rank 0 of two on one host, of 1,000 realisations, past its plan beside
+/// an equal (mode full, balanced help); the time of the plan.
+fn planned_owner(board: &mut soslb::board::memory::MemoryBoard) -> (Inline, f64) {
     use soslb::config::{Hosts, Sites};
-    use soslb::policy::{Rank, Step};
+    use soslb::policy::Rank;
     use soslb::topology::Topology;
-    let mut board = MemoryBoard::new(2);
     let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
     let mut owner = Inline::new(Rank::new(
         0,
@@ -940,8 +935,21 @@ fn an_owner_that_withdraws_does_not_wait_for_the_index_lock() {
         params(Mode::Full, HelpPolicy::Balanced),
         topology,
     ));
-    let (reports, mut t) = warm_up_beside_an_equal(1000, |t| owner.next(t, &mut board).unwrap());
+    let (reports, t) = warm_up_beside_an_equal(1000, |t| owner.next(t, board).unwrap());
     owner.apply_plan(&reports, t).unwrap();
+    (owner, t)
+}
+
+/// An owner that withdraws its SOS while another rank holds the index lock
+/// does not wait for it (on 0.2 s storage the owners that closed at the
+/// job's end queued for it for up to 9 s): the index lists the closed SOS
+/// until a later check, once the lock is free, removes the entry.
+#[test]
+fn an_owner_that_withdraws_does_not_wait_for_the_index_lock() {
+    use soslb::board::{Board, memory::MemoryBoard};
+    use soslb::policy::Step;
+    let mut board = MemoryBoard::new(2);
+    let (mut owner, mut t) = planned_owner(&mut board);
     // Five times slower: late, it posts an SOS.
     let mut events = Vec::new();
     let chunk = |owner: &mut Inline, board: &mut MemoryBoard, t: &mut f64, per_id: f64| {
@@ -1110,19 +1118,9 @@ fn a_rank_computes_while_its_requests_are_out() {
 #[test]
 fn an_owner_counts_at_the_end_the_help_it_did_not_see() {
     use soslb::board::memory::MemoryBoard;
-    use soslb::config::{Hosts, Sites};
-    use soslb::policy::{Rank, Step};
-    use soslb::topology::Topology;
+    use soslb::policy::Step;
     let mut board = MemoryBoard::new(2);
-    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
-    let mut owner = Inline::new(Rank::new(
-        0,
-        1000,
-        params(Mode::Full, HelpPolicy::Balanced),
-        topology,
-    ));
-    let (reports, mut t) = warm_up_beside_an_equal(1000, |t| owner.next(t, &mut board).unwrap());
-    owner.apply_plan(&reports, t).unwrap();
+    let (mut owner, mut t) = planned_owner(&mut board);
     // Five times slower: late, it posts an SOS.
     while !owner.sos_open() {
         assert!(t < 60.0, "no SOS posted");
