@@ -670,7 +670,7 @@ impl Balancer {
             failed: self.end.failure.is_some(),
             stop: self.end.stop,
             speed_milli: (speed * 1000.0).round() as u64,
-            speed_time: (speed * now).round() as u64,
+            speed_time_milli: (speed * now * 1000.0).round() as u64,
             sos_open: self.rank.sos_open(),
             free: self.rank.is_free(),
         }

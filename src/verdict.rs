@@ -32,10 +32,12 @@ pub struct Status {
     /// over the ranks, it dates the job's forecast end).
     pub speed_milli: u64,
     /// The rank's speed times the time it joined the wave (seconds since
-    /// the start): realisations. Summed over the ranks and divided by the
-    /// summed speed, it is the time the wave's counts are as of: busy ranks
-    /// join at their checks, up to an interval before the wave completes.
-    pub speed_time: u64,
+    /// the start), in thousandths of a realisation (whole realisations
+    /// would date a job of minute-long realisations by tens of seconds
+    /// wrong). Summed over the ranks and divided by the summed speed, it is
+    /// the time the wave's counts are as of: busy ranks join at their
+    /// checks, up to an interval before the wave completes.
+    pub speed_time_milli: u64,
     /// An SOS of this rank is open.
     pub sos_open: bool,
     /// The rank is done with its own quota (idle, or computing help), or
@@ -58,7 +60,7 @@ impl Status {
             stop: flags & 2 != 0,
             busy: flags & 4 != 0,
             speed_milli: 0,
-            speed_time: 0,
+            speed_time_milli: 0,
             sos_open: false,
             free: false,
         }
@@ -109,7 +111,7 @@ pub struct Job {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Words {
     /// `[completed, stop requests, speed in thousandths of a realisation
-    /// per second, open SOS, speed times time of joining]`.
+    /// per second, open SOS, speed times time of joining in thousandths]`.
     pub sums: [u64; 5],
     /// Bitmaps of failed, busy and free ranks ([`Status::free`]), `⌈P/64⌉`
     /// words each.
@@ -133,7 +135,7 @@ impl Words {
             status.stop as u64,
             status.speed_milli,
             status.sos_open as u64,
-            status.speed_time,
+            status.speed_time_milli,
         ];
         let words = ranks.div_ceil(64);
         let bit = 1u64 << (me % 64);
@@ -157,12 +159,11 @@ impl Words {
         let set = |map: &[u64], r: usize| map.get(r / 64).is_some_and(|w| w >> (r % 64) & 1 == 1);
         let ranks = 0..topology.ranks();
         let idle = ranks.clone().filter(|&r| !set(busy, r)).count();
-        let speed = self.sums[2] as f64 / 1000.0;
         Job {
             completed: self.sums[0],
-            speed,
-            at: if speed > 0.0 {
-                self.sums[4] as f64 / speed
+            speed: self.sums[2] as f64 / 1000.0,
+            at: if self.sums[2] > 0 {
+                self.sums[4] as f64 / self.sums[2] as f64
             } else {
                 0.0
             },
@@ -369,11 +370,12 @@ mod tests {
     /// by speed, so the job's forecast end does not slip by that interval.
     #[test]
     fn a_wave_dates_its_counts_by_when_the_ranks_joined() {
-        // Speeds 1 and 3 realisations per second, joined at 2 s and 4 s.
+        // Speeds 0.001 and 0.003 realisations per second (realisations of
+        // minutes), joined at 2 s and 4 s.
         let mut s = [busy(10), busy(30)];
-        for (status, (v, t)) in s.iter_mut().zip([(1.0, 2.0), (3.0, 4.0)]) {
-            status.speed_milli = (v * 1000.0) as u64;
-            status.speed_time = (v * t) as u64;
+        for (status, (v, t)) in s.iter_mut().zip([(0.001, 2.0), (0.003, 4.0)]) {
+            status.speed_milli = (v * 1000.0f64).round() as u64;
+            status.speed_time_milli = (v * t * 1000.0f64).round() as u64;
         }
         let topology = Topology::new(
             vec!["m".into(); 2],
@@ -381,7 +383,7 @@ mod tests {
             &crate::config::Sites::Single,
         );
         let job = wave(&s).job(&topology);
-        assert_eq!((job.completed, job.speed), (40, 4.0));
+        assert_eq!((job.completed, job.speed), (40, 0.004));
         assert_eq!(job.at, 3.5);
     }
 
