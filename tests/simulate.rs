@@ -617,21 +617,27 @@ fn far_helpers_wait_their_grace_only_while_near_ones_are_free_and_enough() {
     }
 }
 
+/// Rank `me` of two on one host, of `total` realisations (mode full,
+/// balanced help).
+fn rank_of_two(me: usize, total: u64) -> soslb::policy::Rank {
+    use soslb::config::{Hosts, Sites};
+    use soslb::topology::Topology;
+    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
+    soslb::policy::Rank::new(
+        me,
+        total,
+        params(Mode::Full, HelpPolicy::Balanced),
+        topology,
+    )
+}
+
 /// Rank 1 of 2 on `board`, driven to run out of work: it computes its whole
 /// block in the warm-up, and rank 0 (never driven) reports a speed that
 /// leaves rank 1 no quota. Also returns the time.
 fn idle_helper(board: &mut soslb::board::memory::MemoryBoard) -> (Inline, f64) {
-    use soslb::config::{Hosts, Sites};
     use soslb::plan::WarmupReport;
-    use soslb::policy::{Rank, Step};
-    use soslb::topology::Topology;
-    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
-    let mut rank = Inline::new(Rank::new(
-        1,
-        100,
-        params(Mode::Full, HelpPolicy::Balanced),
-        topology,
-    ));
+    use soslb::policy::Step;
+    let mut rank = Inline::new(rank_of_two(1, 100));
     let mut t = 0.0;
     let report = loop {
         match rank.next(t, board).unwrap() {
@@ -925,16 +931,7 @@ fn warm_up_beside_an_equal(
 /// Rank 0 of two on one host, of 1,000 realisations, past its plan beside
 /// an equal (mode full, balanced help); the time of the plan.
 fn planned_owner(board: &mut soslb::board::memory::MemoryBoard) -> (Inline, f64) {
-    use soslb::config::{Hosts, Sites};
-    use soslb::policy::Rank;
-    use soslb::topology::Topology;
-    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
-    let mut owner = Inline::new(Rank::new(
-        0,
-        1000,
-        params(Mode::Full, HelpPolicy::Balanced),
-        topology,
-    ));
+    let mut owner = Inline::new(rank_of_two(0, 1000));
     let (reports, t) = warm_up_beside_an_equal(1000, |t| owner.next(t, board).unwrap());
     owner.apply_plan(&reports, t).unwrap();
     (owner, t)
@@ -1039,12 +1036,9 @@ fn a_helper_waiting_for_a_held_lock_backs_off_whatever_the_storage_cost() {
 fn a_rank_computes_while_its_requests_are_out() {
     use soslb::board::memory::MemoryBoard;
     use soslb::clerk::{Clerk, OwnOp, Request};
-    use soslb::config::{Hosts, Sites};
-    use soslb::policy::{Rank, Step};
-    use soslb::topology::Topology;
+    use soslb::policy::Step;
     let mut board = MemoryBoard::new(2);
-    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
-    let mut rank = Rank::new(0, 4000, params(Mode::Full, HelpPolicy::Balanced), topology);
+    let mut rank = rank_of_two(0, 4000);
     let mut clerk = Clerk::new(&rank);
     rank.observe_storage(0.2);
     let (reports, mut t) = warm_up_beside_an_equal(4000, |t| rank.next(t).unwrap());
@@ -1151,11 +1145,7 @@ fn an_owner_counts_at_the_end_the_help_it_did_not_see() {
 /// 5 s, end at 35 s, however late the wave completes.
 #[test]
 fn the_jobs_forecast_end_is_dated_by_the_waves_counts() {
-    use soslb::config::{Hosts, Sites};
-    use soslb::policy::Rank;
-    use soslb::topology::Topology;
-    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
-    let mut rank = Rank::new(0, 4000, params(Mode::Full, HelpPolicy::Balanced), topology);
+    let mut rank = rank_of_two(0, 4000);
     assert_eq!(rank.job_end(), f64::INFINITY);
     rank.observe_job(soslb::verdict::Job {
         completed: 1000,
