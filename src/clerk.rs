@@ -613,18 +613,28 @@ impl Clerk {
         // ranks).
         let mut owners: Option<IdleMap> = None;
         for (d, entry) in candidates {
-            let open = || {
+            let mut open = |g: u8| {
                 let map = owners.get_or_insert_with(|| {
                     self.topology
                         .idle_map(0, index.entries.iter().map(|e| e.rank))
                 });
-                self.topology.free_nearer(map, entry.rank, d) as usize
+                self.topology.free_nearer(map, entry.rank, g) as usize
             };
-            let grace = if d > 0 && self.nearer_can_close(search, entry, d, open) {
+            let grace = if d > 0 && self.nearer_can_close(search, entry, d, open(d)) {
                 d as f64 * self.params.grace
             } else {
                 0.0
             };
+            // Free ranks farther than this one that wait their grace leave
+            // this SOS to the nearer ones, shared among the SOS near them.
+            let near_helpers = (d + 1..=2)
+                .find_map(|g| {
+                    let near = self.topology.free_nearer(&search.idle, entry.rank, g);
+                    let open = open(g);
+                    (near < search.idle.free() && self.nearer_can_close(search, entry, g, open))
+                        .then(|| (near as f64 / open.max(1) as f64).max(1.0))
+                })
+                .unwrap_or(0.0);
             let ready_at = entry.opened_at.max(search.idle_since) + grace;
             if now < ready_at {
                 wake = wake.min(ready_at);
@@ -653,6 +663,7 @@ impl Clerk {
                 job_left: search.job_left,
                 steal_cost: search.steal_cost[d.min(2) as usize],
                 helpers,
+                near_helpers,
                 busy_for: search.busy_for,
                 risk: search.risk,
             };
@@ -715,13 +726,12 @@ impl Clerk {
         search: &Search,
         entry: &OpenEntry,
         d: u8,
-        open: impl FnOnce() -> usize,
+        open: usize,
     ) -> bool {
         let near = self.topology.free_nearer(&search.idle, entry.rank, d) as f64;
         if near == 0.0 {
             return false;
         }
-        let open = open();
         let (vo, vh) = (entry.speed, search.speed);
         if vo <= 0.0 || vh <= 0.0 {
             return true;
@@ -852,6 +862,7 @@ struct Ask {
     job_left: f64,
     steal_cost: f64,
     helpers: f64,
+    near_helpers: f64,
     busy_for: f64,
     risk: f64,
 }
@@ -882,6 +893,7 @@ impl Ask {
                 job_left: self.job_left,
                 steal_cost: self.steal_cost,
                 helpers: self.helpers,
+                near_helpers: self.near_helpers,
                 busy_for: self.busy_for,
                 risk: self.risk,
             },

@@ -257,6 +257,10 @@ pub struct ShareInput {
     /// one): they take their shares one after the other, each holding the
     /// owner's lock for a steal, so the common end lies that much later.
     pub helpers: f64,
+    /// Helpers nearer the owner that close this SOS alone while the farther
+    /// free ranks wait their grace (0: none wait): the job's forecast end
+    /// counts those, so the share ends no sooner than these close the SOS.
+    pub near_helpers: f64,
     /// Seconds of its own work the helper computes before the share (a
     /// rank that looks ahead while it still computes): the share starts
     /// then, and ends at the common end all the same.
@@ -289,16 +293,16 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         // The owner makes no progress: take everything available.
         r
     } else {
+        // Helpers that finished their share help no more.
+        let (sv, sr, n) = s
+            .others
+            .iter()
+            .filter(|&&(_, rem)| rem > 0.0)
+            .fold((0.0, 0.0, 0.0), |(sv, sr, n), &(v, rem)| (sv + usable(v), sr + rem, n + 1.0));
         let k = match policy {
             HelpPolicy::Proportional => r * vh / (vh + vj),
             HelpPolicy::Half => (r * vh / (vh + vj)).min(r / 2.0),
             HelpPolicy::Balanced => {
-                // Helpers that finished their share help no more.
-                let (sv, sr) = s
-                    .others
-                    .iter()
-                    .filter(|&&(_, rem)| rem > 0.0)
-                    .fold((0.0, 0.0), |(sv, sr), &(v, rem)| (sv + usable(v), sr + rem));
                 // The helper starts `busy_for` from now: the common end T
                 // solves r + sr = (vj + sv)·T + vh·(T − busy_for); the
                 // share is vh·(T − busy_for), and k the work of T.
@@ -315,7 +319,12 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         // A forecast end already past is stale (the next wave renews it).
         if s.job_left > 0.0 {
             let queue = s.steal_cost * (s.helpers.max(1.0) + 1.0) / 2.0;
-            end = end.min((s.job_left + queue - s.risk.max(0.0)).max(2.0 * s.steal_cost));
+            let mut cap = s.job_left + queue - s.risk.max(0.0);
+            if s.near_helpers > 0.0 {
+                let to_come = (s.near_helpers - n).max(1.0);
+                cap = cap.max((r + sr) / (vj + sv + to_come * vh));
+            }
+            end = end.min(cap.max(2.0 * s.steal_cost));
         }
         if r / vj > 3.0 * s.steal_cost {
             end = end.max(5.0 * s.steal_cost);
@@ -496,6 +505,7 @@ mod tests {
             job_left: f64::INFINITY,
             steal_cost: 0.0,
             helpers: 1.0,
+            near_helpers: 0.0,
             busy_for: 0.0,
             risk: 0.0,
         }
@@ -547,6 +557,25 @@ mod tests {
         let mut s = input(10.0, 25.0, 50.0, vec![]);
         s.steal_cost = 0.4;
         assert_eq!(share(HelpPolicy::Balanced, &s), 0);
+    }
+
+    #[test]
+    fn while_far_helpers_wait_the_near_ones_take_shares_that_close_the_sos() {
+        // 250 ids left at 12.5/s; the job's forecast end, which counts the
+        // far helpers too, is 0.3 s away: 15 ids at 50/s.
+        let mut s = input(250.0, 12.5, 50.0, vec![]);
+        s.job_left = 0.3;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 15);
+        // The far ones wait their grace: 7 near helpers close the SOS in
+        // 250 / (12.5 + 7 · 50) s, and each takes that much work.
+        s.near_helpers = 7.0;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 34);
+        // Three of them took theirs already and compute it: the four to
+        // come take what they leave, no less.
+        let mut s = input(148.0, 12.5, 50.0, vec![(50.0, 34.0); 3]);
+        s.job_left = 0.3;
+        s.near_helpers = 7.0;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 34);
     }
 
     #[test]

@@ -39,6 +39,13 @@ pub struct IdleMap {
     on_site: Vec<u32>,
 }
 
+impl IdleMap {
+    /// Free ranks in all.
+    pub fn free(&self) -> u32 {
+        self.on_site.iter().sum()
+    }
+}
+
 impl Topology {
     /// The topology from the real host name of every rank and the config's
     /// emulation or site patterns (`Sites::Measure` starts as one site: see

@@ -1156,3 +1156,37 @@ fn the_jobs_forecast_end_is_dated_by_the_waves_counts() {
     });
     assert_eq!(rank.job_end(), 35.0);
 }
+
+/// sites16-one (issue 11): rank 5 slows down at 3 s; the ranks of its site
+/// can finish its work alone, so the other site waits its grace. The near
+/// helpers take shares that close the SOS without the far ones (the job's
+/// forecast end, which counts the far ones, made shares of a third of a
+/// second and helpers that came back for more, each time through the
+/// owner's lock), and a helper that keeps its speed posts no SOS for the
+/// share it took (the chains of SOS from helper to helper did).
+#[test]
+fn near_helpers_close_an_sos_alone_and_post_none_for_their_shares() {
+    let s = soslb::scenario::Scenario::from_file(&soslb::scenario::Scenario::path_of("sites16-one"))
+        .unwrap();
+    let out = sim::simulate(&s, &params(Mode::Full, HelpPolicy::Balanced), &Options::default())
+        .unwrap();
+    assert_exactly_once(&out);
+    let mut shares = vec![0; 16];
+    for (r, events) in out.events.iter().enumerate() {
+        let mut helped = false;
+        for (t, e) in events {
+            match e {
+                Event::AidGiven { owner: 5, .. } => {
+                    helped = true;
+                    shares[r] += 1;
+                }
+                Event::SosPosted { .. } if helped => {
+                    panic!("rank {r} posted an SOS at {t} after it helped")
+                }
+                _ => {}
+            }
+        }
+    }
+    eprintln!("{shares:?} makespan {}", out.makespan);
+    assert!(shares[..8].iter().all(|&k| k <= 2), "shares taken from rank 5: {shares:?}");
+}
