@@ -721,13 +721,7 @@ impl Clerk {
     /// are as fast as this rank and share themselves among the `open` SOS
     /// near them. If not, or if none is free, a far helper need not wait:
     /// its help comes when it still shortens the job.
-    fn nearer_can_close(
-        &self,
-        search: &Search,
-        entry: &OpenEntry,
-        d: u8,
-        open: usize,
-    ) -> bool {
+    fn nearer_can_close(&self, search: &Search, entry: &OpenEntry, d: u8, open: usize) -> bool {
         let near = self.topology.free_nearer(&search.idle, entry.rank, d) as f64;
         if near == 0.0 {
             return false;

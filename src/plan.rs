@@ -298,7 +298,9 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
             .others
             .iter()
             .filter(|&&(_, rem)| rem > 0.0)
-            .fold((0.0, 0.0, 0.0), |(sv, sr, n), &(v, rem)| (sv + usable(v), sr + rem, n + 1.0));
+            .fold((0.0, 0.0, 0.0), |(sv, sr, n), &(v, rem)| {
+                (sv + usable(v), sr + rem, n + 1.0)
+            });
         let k = match policy {
             HelpPolicy::Proportional => r * vh / (vh + vj),
             HelpPolicy::Half => (r * vh / (vh + vj)).min(r / 2.0),

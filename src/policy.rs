@@ -977,7 +977,11 @@ impl Rank {
         } else {
             self.horizon.min(self.job_end)
         }
-        .max(if slow { f64::NEG_INFINITY } else { self.share_end });
+        .max(if slow {
+            f64::NEG_INFINITY
+        } else {
+            self.share_end
+        });
         // An open SOS stays open until the rank is no longer late by
         // `late_threshold` (the paper's δτ), whatever a post needs: keeping
         // it costs the owner nothing (its clerk looks), and an owner that

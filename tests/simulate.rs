@@ -1166,10 +1166,15 @@ fn the_jobs_forecast_end_is_dated_by_the_waves_counts() {
 /// share it took (the chains of SOS from helper to helper did).
 #[test]
 fn near_helpers_close_an_sos_alone_and_post_none_for_their_shares() {
-    let s = soslb::scenario::Scenario::from_file(&soslb::scenario::Scenario::path_of("sites16-one"))
-        .unwrap();
-    let out = sim::simulate(&s, &params(Mode::Full, HelpPolicy::Balanced), &Options::default())
-        .unwrap();
+    let s =
+        soslb::scenario::Scenario::from_file(&soslb::scenario::Scenario::path_of("sites16-one"))
+            .unwrap();
+    let out = sim::simulate(
+        &s,
+        &params(Mode::Full, HelpPolicy::Balanced),
+        &Options::default(),
+    )
+    .unwrap();
     assert_exactly_once(&out);
     let mut shares = vec![0; 16];
     for (r, events) in out.events.iter().enumerate() {
@@ -1187,6 +1192,8 @@ fn near_helpers_close_an_sos_alone_and_post_none_for_their_shares() {
             }
         }
     }
-    eprintln!("{shares:?} makespan {}", out.makespan);
-    assert!(shares[..8].iter().all(|&k| k <= 2), "shares taken from rank 5: {shares:?}");
+    assert!(
+        shares[..8].iter().all(|&k| k <= 2),
+        "shares taken from rank 5: {shares:?}"
+    );
 }
