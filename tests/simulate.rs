@@ -40,6 +40,14 @@ fn assert_exactly_once(out: &Outcome) {
     assert_eq!(taken, given, "AID records must account for every id taken");
 }
 
+/// `s` simulated in `mode` with balanced help and the default options:
+/// every id exactly once.
+fn simulate_once(s: &Scenario, mode: Mode) -> Outcome {
+    let out = sim::simulate(s, &params(mode, HelpPolicy::Balanced), &Options::default()).unwrap();
+    assert_exactly_once(&out);
+    out
+}
+
 fn scenario(
     ranks: usize,
     z: u64,
@@ -411,13 +419,7 @@ fn the_first_ranks_at_the_warm_up_exchange_compute_while_they_wait() {
         to_rank: None,
         factor: 0.05,
     });
-    let out = sim::simulate(
-        &s,
-        &params(Mode::Warmup, HelpPolicy::Balanced),
-        &Options::default(),
-    )
-    .unwrap();
-    assert_exactly_once(&out);
+    let out = simulate_once(&s, Mode::Warmup);
     let plan_at = out.events[0]
         .iter()
         .find_map(|(t, e)| matches!(e, Event::Plan { .. }).then_some(*t))
@@ -435,13 +437,7 @@ fn the_first_ranks_at_the_warm_up_exchange_compute_while_they_wait() {
 #[test]
 fn a_rank_that_becomes_slow_gets_help() {
     let s = scenario(8, 4000, vec![1.0], None, Some((2.0, 7)));
-    let out = sim::simulate(
-        &s,
-        &params(Mode::Full, HelpPolicy::Balanced),
-        &Options::default(),
-    )
-    .unwrap();
-    assert_exactly_once(&out);
+    let out = simulate_once(&s, Mode::Full);
     assert!(
         out.reports[7].sos_posted > 0 && out.reports[7].given > 0,
         "{:?}",
@@ -1166,16 +1162,8 @@ fn the_jobs_forecast_end_is_dated_by_the_waves_counts() {
 /// share it took (the chains of SOS from helper to helper did).
 #[test]
 fn near_helpers_close_an_sos_alone_and_post_none_for_their_shares() {
-    let s =
-        soslb::scenario::Scenario::from_file(&soslb::scenario::Scenario::path_of("sites16-one"))
-            .unwrap();
-    let out = sim::simulate(
-        &s,
-        &params(Mode::Full, HelpPolicy::Balanced),
-        &Options::default(),
-    )
-    .unwrap();
-    assert_exactly_once(&out);
+    let s = Scenario::from_file(&Scenario::path_of("sites16-one")).unwrap();
+    let out = simulate_once(&s, Mode::Full);
     let mut shares = vec![0; 16];
     for (r, events) in out.events.iter().enumerate() {
         let mut helped = false;
