@@ -625,16 +625,6 @@ impl Clerk {
             } else {
                 0.0
             };
-            // Free ranks farther than this one that wait their grace leave
-            // this SOS to the nearer ones, shared among the SOS near them.
-            let near_helpers = (d + 1..=2)
-                .find_map(|g| {
-                    let near = self.topology.free_nearer(&search.idle, entry.rank, g);
-                    let open = open(g);
-                    (near < search.idle.free() && self.nearer_can_close(search, entry, g, open))
-                        .then(|| (near as f64 / open.max(1) as f64).max(1.0))
-                })
-                .unwrap_or(0.0);
             let ready_at = entry.opened_at.max(search.idle_since) + grace;
             if now < ready_at {
                 wake = wake.min(ready_at);
@@ -655,6 +645,16 @@ impl Clerk {
             if budget < 0.0 {
                 break;
             }
+            // Free ranks farther than this one that wait their grace leave
+            // this SOS to the nearer ones, shared among the SOS near them.
+            let near_helpers = (d + 1..=2)
+                .find_map(|g| {
+                    let near = self.topology.free_nearer(&search.idle, entry.rank, g);
+                    let open = open(g);
+                    (near < search.idle.free() && self.nearer_can_close(search, entry, g, open))
+                        .then(|| (near as f64 / open.max(1) as f64).max(1.0))
+                })
+                .unwrap_or(0.0);
             self.looks = (self.looks.0.max(d), self.looks.1 + 1);
             let ask = Ask {
                 now,
