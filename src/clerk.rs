@@ -514,7 +514,7 @@ impl Clerk {
     /// comes when no near helper is free. The grace is skipped when no
     /// nearer rank was free at the last termination wave, or when those
     /// free could not finish the owner's work within it
-    /// ([`Clerk::nearer_can_close`]).
+    /// ([`Clerk::nearer_closing`]).
     ///
     /// A rank with own work left (`busy_for`) takes a share to compute
     /// after that work, from a near SOS only (a far one waits for its
@@ -620,7 +620,7 @@ impl Clerk {
                 });
                 self.topology.free_nearer(map, entry.rank, g) as usize
             };
-            let grace = if d > 0 && self.nearer_can_close(search, entry, d, open(d)) {
+            let grace = if d > 0 && self.nearer_closing(search, entry, d, open(d)).is_some() {
                 d as f64 * self.params.grace
             } else {
                 0.0
@@ -648,13 +648,11 @@ impl Clerk {
             // Free ranks farther than this one that wait their grace leave
             // this SOS to the nearer ones, shared among the SOS near them.
             let near_helpers = (d + 1..=2)
-                .find_map(|g| {
-                    let near = self.topology.free_nearer(&search.idle, entry.rank, g);
-                    let open = open(g);
-                    (near < search.idle.free() && self.nearer_can_close(search, entry, g, open))
-                        .then(|| (near as f64 / open.max(1) as f64).max(1.0))
+                .filter(|&g| {
+                    self.topology.free_nearer(&search.idle, entry.rank, g) < search.idle.free()
                 })
-                .unwrap_or(0.0);
+                .find_map(|g| self.nearer_closing(search, entry, g, open(g)))
+                .map_or(0.0, |h| h.max(1.0));
             self.looks = (self.looks.0.max(d), self.looks.1 + 1);
             let ask = Ask {
                 now,
@@ -720,20 +718,28 @@ impl Clerk {
     /// finish the owner's work, with the owner, within that grace, if they
     /// are as fast as this rank and share themselves among the `open` SOS
     /// near them. If not, or if none is free, a far helper need not wait:
-    /// its help comes when it still shortens the job.
-    fn nearer_can_close(&self, search: &Search, entry: &OpenEntry, d: u8, open: usize) -> bool {
+    /// its help comes when it still shortens the job. When they can: how
+    /// many of them each of those SOS may expect.
+    fn nearer_closing(
+        &self,
+        search: &Search,
+        entry: &OpenEntry,
+        d: u8,
+        open: usize,
+    ) -> Option<f64> {
         let near = self.topology.free_nearer(&search.idle, entry.rank, d) as f64;
         if near == 0.0 {
-            return false;
+            return None;
         }
+        let per_sos = near / open.max(1) as f64;
         let (vo, vh) = (entry.speed, search.speed);
         if vo <= 0.0 || vh <= 0.0 {
-            return true;
+            return Some(per_sos);
         }
         // The owner's work when it posted (the index tells no more): high,
         // in favour of help.
         let work = (entry.forecast - entry.opened_at).max(0.0) * vo;
-        work / (vo + near / open.max(1) as f64 * vh) <= d as f64 * self.params.grace
+        (work / (vo + per_sos * vh) <= d as f64 * self.params.grace).then_some(per_sos)
     }
 
     /// Take a share of the tail of `owner`'s open SOS and append an AID
