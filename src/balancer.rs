@@ -67,6 +67,8 @@ pub struct Balancer {
     job_dir: PathBuf,
     /// This host's copy of the open index (removed at the end).
     host_copy: Option<PathBuf>,
+    /// The host's board, on the host's lowest rank (which removes it).
+    host_board_dir: Option<PathBuf>,
     /// Warnings on stderr, rate-limited.
     warner: Warnings,
     discovery: Option<Discovery>,
@@ -250,6 +252,26 @@ impl Balancer {
             Ok((board.with_wait_warning(wait), monitor))
         });
         let (board, mut monitor) = comm.agree(joined)?;
+        // The host's own board (node-local, beside the copies of the index):
+        // made by the host's lowest rank, then joined by all of its ranks.
+        config.host_board &= config.mode == Mode::Full;
+        let host_board = if config.host_board {
+            let dir = host_copies_dir(&job_dir)
+                .join(format!("board-{}", file::file_name_of(topology.host(me))));
+            let lead = (0..comm.size()).find(|&r| topology.host(r) == topology.host(me));
+            let made = if lead == Some(me) {
+                file::create_host_board(&dir).map(|()| Some(dir.clone()))
+            } else {
+                Ok(None)
+            };
+            let made = comm.agree(made)?;
+            let wait = Duration::from_secs_f64(config.wait_warning);
+            let board = FileBoard::join(&dir, me, comm.size()).map(|b| b.with_wait_warning(wait));
+            Some((comm.agree(board)?, made))
+        } else {
+            None
+        };
+        let (host_board, host_board_dir) = host_board.unzip();
         let discovery = if config.mode == Mode::Full {
             comm.agree(check_locks(&comm, &topology, &job_dir))?;
             let watch = match config.discovery {
@@ -322,7 +344,7 @@ impl Balancer {
         let rank = Rank::new(me, to_compute, Params::from(&config), topology);
         let storage_probe = discovery.as_ref().map(|_| board.probe_storage());
         let host_copy = board.host_copy_path(rank.topology().host(me));
-        let desk = comm.agree(Desk::start(Clerk::new(&rank), board))?;
+        let desk = comm.agree(Desk::start(Clerk::new(&rank), board, host_board))?;
         let end = Termination {
             judge: Judge::new(to_compute, comm.size()),
             wave: None,
@@ -343,6 +365,7 @@ impl Balancer {
             desk,
             job_dir,
             host_copy,
+            host_board_dir: host_board_dir.flatten(),
             warner: Warnings::new(me),
             discovery,
             monitor,
@@ -676,6 +699,7 @@ impl Balancer {
             speed_time_milli: (speed * now * 1000.0).round() as u64,
             sos_open: self.rank.sos_open(),
             free: self.rank.is_free(),
+            remaining: self.rank.remaining(),
         }
     }
 
@@ -716,7 +740,7 @@ impl Balancer {
             return false;
         }
         self.end.next_wave = now + self.config.check_interval;
-        let words = Words::of(&status, self.comm.rank(), self.comm.size());
+        let words = Words::of(&status, self.comm.rank(), self.rank.topology());
         self.end.wave = Some(self.comm.start_wave(words));
         false
     }
@@ -843,7 +867,7 @@ impl Balancer {
         let all = gather.wait();
         self.end.exchanged = true;
         let ranks = self.comm.size();
-        let mut reduced = Words::zero(ranks);
+        let mut reduced = Words::zero(ranks, self.rank.topology().hosts());
         let mut reports = Vec::with_capacity(ranks);
         for (r, w) in all.chunks_exact(WarmupReport::WORDS + 1).enumerate() {
             let (words, flags) = w.split_at(WarmupReport::WORDS);
@@ -853,7 +877,7 @@ impl Balancer {
                     .map_err(|_| Error::Internal("a warm-up report of the wrong length".into()))?,
             );
             let status = Status::from_flags(report.done, flags[0]);
-            reduced.merge(&Words::of(&status, r, ranks));
+            reduced.merge(&Words::of(&status, r, self.rank.topology()));
             reports.push(report);
         }
         if let Some(v) = self.end.judge.judge(&reduced) {
@@ -1113,6 +1137,7 @@ impl Balancer {
             comm,
             job_dir,
             host_copy,
+            host_board_dir,
             discovery,
             monitor,
             config,
@@ -1124,6 +1149,14 @@ impl Balancer {
             comm.quiet_barrier();
             if comm.rank() == 0 {
                 remove_signal_files(&job_dir, config.log);
+            }
+            if let Some(dir) = &host_board_dir
+                && let Err(e) = std::fs::remove_dir_all(dir)
+            {
+                crate::error::warn(
+                    comm.rank(),
+                    &format!("cannot remove the host's board {}: {e}", dir.display()),
+                );
             }
         }
         // A node-local cache, whatever the outcome: each rank tries (the
@@ -1198,7 +1231,7 @@ struct Desk {
 }
 
 impl Desk {
-    fn start(mut clerk: Clerk, mut board: FileBoard) -> Result<Desk> {
+    fn start(mut clerk: Clerk, mut board: FileBoard, mut host: Option<FileBoard>) -> Result<Desk> {
         let (requests, inbox) = mpsc::channel::<Request>();
         let (outbox, replies) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -1208,7 +1241,8 @@ impl Desk {
                     let t = Instant::now();
                     // A panic is an internal error of the rank, never a hang.
                     let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        clerk.serve(request, &mut board)
+                        let host = host.as_mut().map(|b| b as &mut dyn Board);
+                        clerk.serve_on(request, &mut board, host)
                     }));
                     let mut reply = served.unwrap_or_else(|panic| Reply {
                         outcome: Outcome::Failed(Error::Internal(format!(

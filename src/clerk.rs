@@ -24,7 +24,7 @@
 //! to nobody else meanwhile: ids still move only under the lock of the
 //! owner's SOS record (DESIGN §5, exactly once).
 
-use crate::board::{Access, Aid, Board, Locked, OpenEntry, OpenIndex, Post, Sos, SosState};
+use crate::board::{Access, Aid, Board, Level, Locked, OpenEntry, OpenIndex, Post, Sos, SosState};
 use crate::error::{Error, Result};
 use crate::ids::IdSet;
 use crate::plan::{HelpPolicy, ShareInput, share};
@@ -42,6 +42,8 @@ pub enum Request {
         entry: OpenEntry,
         /// The record's content.
         post: Post,
+        /// On which board.
+        level: Level,
     },
     /// Lock the own open SOS `entry.seq`, learn the AID records after the
     /// first `seen`, and do `op`.
@@ -55,12 +57,15 @@ pub enum Request {
         /// The tail as the rank last saw it: what a recovery gives back
         /// (less what the helpers' journals say they took).
         tail: IdSet,
+        /// The board the SOS is on.
+        level: Level,
     },
-    /// Look for an open SOS to help, and take a share of its tail.
+    /// Look for an open SOS to help, and take a share of its tail: on the
+    /// host's board first, then on the shared one.
     Help(Search),
-    /// Remove the rank's closed SOS from the open index (the lock was busy
-    /// when it closed).
-    Unlist,
+    /// Remove the rank's closed SOS from the open index of the board it was
+    /// on (the lock was busy when it closed).
+    Unlist(Level),
 }
 
 /// What a look at the own open SOS changes.
@@ -257,21 +262,55 @@ impl Clerk {
         }
     }
 
-    /// Carry `request` out on `board`. The reply's `seconds` is for the
-    /// caller to fill in.
+    /// Carry `request` out on `board`, the only board (no host board: every
+    /// SOS is on it). The reply's `seconds` is for the caller to fill in.
     pub fn serve(&mut self, request: Request, board: &mut dyn Board) -> Reply {
+        self.serve_on(request, board, None)
+    }
+
+    /// Carry `request` out on the `shared` board and the board of this
+    /// rank's `host` (node-local), if there is one. The reply's `seconds` is
+    /// for the caller to fill in.
+    pub fn serve_on<'a>(
+        &mut self,
+        request: Request,
+        shared: &'a mut dyn Board,
+        host: Option<&'a mut dyn Board>,
+    ) -> Reply {
         self.looks = (0, 0);
         let outcome = match request {
-            Request::Post { entry, post } => self.post(entry, post, board),
+            Request::Post { entry, post, level } => self.post(entry, post, on(level, shared, host)),
             Request::Own {
                 entry,
                 seen,
                 op,
                 tail,
-            } => self.own(&entry, seen, op, tail, board),
-            Request::Help(search) => self.help(&search, board),
-            Request::Unlist => Outcome::Unlisted {
-                listed: self.relist(None, board),
+                level,
+            } => self.own(&entry, seen, op, tail, on(level, shared, host)),
+            Request::Help(search) => {
+                let near = match host {
+                    Some(h) => self.help(&search, h, Level::Host),
+                    None => Outcome::Helped {
+                        taken: None,
+                        wake: f64::INFINITY,
+                    },
+                };
+                match near {
+                    Outcome::Helped {
+                        taken: None,
+                        wake: near_wake,
+                    } => match self.help(&search, shared, Level::Shared) {
+                        Outcome::Helped { taken: None, wake } => Outcome::Helped {
+                            taken: None,
+                            wake: wake.min(near_wake),
+                        },
+                        found => found,
+                    },
+                    found => found,
+                }
+            }
+            Request::Unlist(level) => Outcome::Unlisted {
+                listed: self.relist(None, on(level, shared, host)),
             },
         };
         Reply {
@@ -519,8 +558,13 @@ impl Clerk {
     /// A rank with own work left (`busy_for`) takes a share to compute
     /// after that work, from a near SOS only (a far one waits for its
     /// grace from now), and does not wait for busy locks.
-    fn help(&mut self, search: &Search, board: &mut dyn Board) -> Outcome {
+    ///
+    /// On the host's board (`level` Host) the index is read at every search
+    /// (node-local files cost the shared storage nothing) and polls do not
+    /// back off.
+    fn help(&mut self, search: &Search, board: &mut dyn Board, level: Level) -> Outcome {
         let now = search.now;
+        let shared_board = level == Level::Shared;
         let mut poll = search.poll;
         let mut wake = now + poll;
         // The first idle rank of a host to poll reads the shared index and
@@ -533,13 +577,13 @@ impl Clerk {
         // reads the shared index.
         let host = self.topology.host(self.me).to_string();
         let mut copy = None;
-        if !search.woken && !self.host_copy_broken {
+        if shared_board && !search.woken && !self.host_copy_broken {
             match board.read_host_index(&host) {
                 Ok(c) => copy = c.filter(|&(_, at)| now - at < 0.5 * poll).map(|c| c.0),
                 Err(e) => self.host_copy_failed(e),
             }
         }
-        let shared = copy.is_none();
+        let shared = shared_board && copy.is_none();
         let read = match copy {
             Some(index) => Ok(Some(index)),
             None => board.read_index(),
@@ -576,7 +620,7 @@ impl Clerk {
         };
         // Idle polls that found nothing back off, up to eight poll
         // intervals, until an SOS opens after the last poll.
-        if search.busy_for == 0.0 {
+        if shared_board && search.busy_for == 0.0 {
             if index.entries.iter().any(|e| e.opened_at >= self.last_poll) {
                 self.idle_polls = 0;
             }
@@ -708,7 +752,7 @@ impl Clerk {
             wake = wake.min(now + self.busy_backoff);
         } else {
             self.busy_backoff = 0.0;
-            self.idle_polls += u32::from(search.busy_for == 0.0);
+            self.idle_polls += u32::from(shared_board && search.busy_for == 0.0);
         }
         Outcome::Helped { taken: None, wake }
     }
@@ -836,6 +880,18 @@ impl Clerk {
     /// An error on another rank's record or the index: report it, go on.
     fn note_error(&mut self, e: Error, what: &str) {
         self.errors.push(format!("{e} (skipped {what})"));
+    }
+}
+
+/// The board of `level`: the host's if there is one, else the shared one.
+fn on<'a>(
+    level: Level,
+    shared: &'a mut dyn Board,
+    host: Option<&'a mut dyn Board>,
+) -> &'a mut dyn Board {
+    match host {
+        Some(h) if level == Level::Host => h,
+        _ => shared,
     }
 }
 

@@ -99,8 +99,14 @@ impl Wave {
 impl Drop for Wave {
     fn drop(&mut self) {
         if !self.complete && !mpi::environment::is_finalized() {
-            std::mem::forget(std::mem::replace(&mut self.send, Box::new(Words::zero(0))));
-            std::mem::forget(std::mem::replace(&mut self.recv, Box::new(Words::zero(0))));
+            std::mem::forget(std::mem::replace(
+                &mut self.send,
+                Box::new(Words::zero(0, 0)),
+            ));
+            std::mem::forget(std::mem::replace(
+                &mut self.recv,
+                Box::new(Words::zero(0, 0)),
+            ));
         }
     }
 }
@@ -198,7 +204,7 @@ impl Comm {
     /// length on every rank).
     pub fn start_wave(&self, words: Words) -> Wave {
         let send = Box::new(words);
-        let mut recv = Box::new(Words::zero(self.size));
+        let mut recv = Box::new(Words::zero_like(&send));
         // SAFETY: MPI_REQUEST_NULL is a plain handle value.
         let null = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
         let mut reqs = [null; 2];

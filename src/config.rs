@@ -194,6 +194,12 @@ pub struct Config {
     /// ranks beyond the list run as is): the library stretches each chunk's
     /// computing time by sleeping, so heterogeneity shows on one machine.
     pub emulate_speed: Vec<f64>,
+    /// Balance within each host first, on node-local files under the
+    /// temporary directory (`$TMPDIR`, else `/tmp`): an SOS goes on the
+    /// shared storage only when its host as a whole will be late, so that
+    /// the load on the shared storage grows with the late hosts, not the
+    /// ranks (default true; false: every SOS on the shared storage).
+    pub host_board: bool,
     /// Write the monitor logs `log/<host>.<rank>.log` (default true).
     pub log: bool,
     /// Print a per-rank summary on rank 0 at finalize (default false).
@@ -239,6 +245,7 @@ impl Default for Config {
             hosts: Hosts::Real,
             sites: Sites::Single,
             emulate_speed: Vec::new(),
+            host_board: true,
             log: true,
             summary: false,
             storage_delay: 0.0,
@@ -292,6 +299,7 @@ fields!(
     hosts,
     sites,
     emulate_speed,
+    host_board,
     log,
     summary,
     storage_delay,
@@ -543,7 +551,7 @@ mod tests {
         let c: Config = ron_options().from_str("()").unwrap();
         assert_eq!(c, Config::default());
         c.validate("test").unwrap();
-        assert_eq!(FIELDS.len(), 28);
+        assert_eq!(FIELDS.len(), 29);
     }
 
     #[test]

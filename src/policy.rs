@@ -10,7 +10,7 @@
 //! out as [`Step::Exchange`]. The MPI shell ([`crate::Balancer`]) and the
 //! simulator drive the same code.
 
-use crate::board::{Aid, OpenEntry, Post};
+use crate::board::{Aid, Level, OpenEntry, Post};
 use crate::clerk::{Figures, Outcome, OwnOp, Reply, Request, Search};
 use crate::config::{Config, Mode};
 use crate::error::{Error, Result};
@@ -101,6 +101,9 @@ pub struct Params {
     pub grace: f64,
     /// Seconds between two looks at the open index while idle.
     pub poll_interval: f64,
+    /// There is a board per host: an SOS goes on the shared board only when
+    /// the owner's host as a whole will be late.
+    pub host_board: bool,
 }
 
 impl From<&Config> for Params {
@@ -115,6 +118,7 @@ impl From<&Config> for Params {
             help_policy: c.help_policy,
             grace: c.grace,
             poll_interval: c.poll_interval,
+            host_board: c.host_board,
         }
     }
 }
@@ -296,6 +300,8 @@ pub struct Rank {
     tail: IdSet,
     /// The open SOS, as listed in the index, if any.
     sos: Option<OpenEntry>,
+    /// The board of the open SOS, or of the last one.
+    level: Level,
     /// Last sequence number used.
     last_seq: u64,
     /// AID records of the open SOS already accounted.
@@ -336,6 +342,9 @@ pub struct Rank {
     looked_ahead: f64,
     /// The job's forecast end, from the last termination wave.
     job_end: f64,
+    /// When the ranks of this rank's host will have computed what they own,
+    /// at the last wave (infinite before).
+    host_end: f64,
     /// Idle ranks, and free ranks per host and site, at the last
     /// termination wave.
     idle: Arc<IdleMap>,
@@ -371,6 +380,7 @@ impl Rank {
             lease,
             tail: IdSet::new(),
             sos: None,
+            level: Level::Shared,
             last_seq: 0,
             seen_aids: 0,
             board_broken: false,
@@ -387,6 +397,7 @@ impl Rank {
             extended_at: f64::NEG_INFINITY,
             looked_ahead: f64::NEG_INFINITY,
             job_end: f64::INFINITY,
+            host_end: f64::INFINITY,
             idle: Arc::default(),
             free: false,
             share_end: f64::NEG_INFINITY,
@@ -499,6 +510,7 @@ impl Rank {
         if job.speed > 0.0 {
             self.job_end = job.at + self.total.saturating_sub(job.completed) as f64 / job.speed;
         }
+        self.host_end = job.host_end(self.topology.host_index(self.me));
         self.idle = job.idle;
         self.open_sos = job.open;
     }
@@ -940,7 +952,7 @@ impl Rank {
         }
         if self.unlisted && now >= self.relist_at {
             self.relist_at = now + self.look_ahead();
-            self.ask(Request::Unlist, Asking::Unlist);
+            self.ask(Request::Unlist(self.level), Asking::Unlist);
             return;
         }
         // Slow storage: an SOS ([`SOS_COST`]) costs more than the configured
@@ -1021,6 +1033,9 @@ impl Rank {
             (true, false) => self.post(now, v, tau),
             // A lease extension wrote fresh figures not long ago.
             (true, true) if now < self.extended_at + self.own_period() && !give_back => {}
+            // Its host will be late as a whole: the SOS moves to the shared
+            // board (posted there at the next check).
+            (true, true) if self.level != self.post_level() => self.withdraw(tau),
             (true, true) => self.refresh(now, v, tau),
             (false, true) => self.withdraw(tau),
             // About to run out of work, or early against the job's forecast
@@ -1090,7 +1105,21 @@ impl Rank {
             entry: entry.clone(),
             tail,
         };
-        self.ask(Request::Post { entry, post }, asking);
+        self.level = self.post_level();
+        let level = self.level;
+        self.ask(Request::Post { entry, post, level }, asking);
+    }
+
+    /// The board an SOS goes on: the host's, unless there is none or the
+    /// host as a whole will be late against the job's forecast end (its
+    /// ranks will not be free in time to close the SOS among themselves).
+    fn post_level(&self) -> Level {
+        let host_late = self.host_end - self.job_end >= self.params.late_threshold;
+        if self.params.host_board && !host_late {
+            Level::Host
+        } else {
+            Level::Shared
+        }
     }
 
     /// Ask for a look at the own open SOS that does `op`.
@@ -1103,6 +1132,7 @@ impl Rank {
             seen: self.seen_aids,
             op,
             tail: self.tail.clone(),
+            level: self.level,
         };
         self.ask(request, asking);
     }

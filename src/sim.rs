@@ -161,6 +161,15 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         );
         board = board.with_distance_delay(laid, distance_delay);
     }
+    // The hosts' own boards (node-local: their operations cost the shared
+    // storage nothing and take no time).
+    let mut host_boards: Vec<MemoryBoard> = if params.host_board {
+        (0..topology.hosts())
+            .map(|h| MemoryBoard::of(p, (0..p).filter(|&r| topology.host_index(r) == h)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut ranks: Vec<Rank> = (0..p)
         .map(|i| {
             let mut rank = Rank::new(i, scenario.realisations, params.clone(), topology.clone());
@@ -236,6 +245,15 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                     (0..p).filter(|&r| ranks[r].is_free()),
                 )),
                 open: ranks.iter().filter(|r| r.sos_open()).count() as u64,
+                hosts: Arc::new(ranks.iter().enumerate().fold(
+                    vec![(0, 0.0); topology.hosts()],
+                    |mut hosts, (r, rank)| {
+                        let h = &mut hosts[topology.host_index(r)];
+                        h.0 += rank.remaining();
+                        h.1 += rank.speed();
+                        hosts
+                    },
+                )),
             });
             next_join = next_wave + 0.5 * params.check_interval;
         }
@@ -262,7 +280,8 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             if opts.storage_delay > 0.0 || distance_delay > 0.0 {
                 board.set_clock(now, opts.storage_delay, i);
             }
-            let mut reply = clerks[i].serve(request, &mut board);
+            let host = host_boards.get_mut(topology.host_index(i));
+            let mut reply = clerks[i].serve_on(request, &mut board, host.map(|b| b as _));
             let touched = board.ops() - ops;
             let seconds = touched as f64 * opts.storage_delay + board.waited();
             let second = now as usize;
@@ -370,7 +389,8 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             ranks[i].reply(reply)?;
         }
         if let Some(request) = ranks[i].last_look(makespan) {
-            let reply = clerks[i].serve(request, &mut board);
+            let host = host_boards.get_mut(topology.host_index(i));
+            let reply = clerks[i].serve_on(request, &mut board, host.map(|b| b as _));
             ranks[i].reply(reply)?;
             events[i].extend(ranks[i].drain_events().map(|e| (makespan, e)));
         }

@@ -101,6 +101,16 @@ impl Topology {
         &self.hosts[r]
     }
 
+    /// Number of hosts.
+    pub fn hosts(&self) -> usize {
+        self.host_ix.iter().max().map_or(0, |&m| m as usize + 1)
+    }
+
+    /// The number of rank `r`'s host, below [`Topology::hosts`].
+    pub fn host_index(&self, r: usize) -> usize {
+        self.host_ix[r] as usize
+    }
+
     /// Site of rank `r`.
     pub fn site(&self, r: usize) -> &str {
         &self.sites[r]

@@ -44,6 +44,9 @@ pub struct Status {
     /// will be within one grace. Free ranks near an SOS are its first
     /// helpers (a farther helper's grace waits for them).
     pub free: bool,
+    /// Ids the rank owns and has not computed (summed per host, with the
+    /// speeds, they tell whether a host as a whole will be late).
+    pub remaining: u64,
 }
 
 impl Status {
@@ -63,6 +66,7 @@ impl Status {
             speed_time_milli: 0,
             sos_open: false,
             free: false,
+            remaining: 0,
         }
     }
 }
@@ -105,38 +109,70 @@ pub struct Job {
     pub idle: Arc<IdleMap>,
     /// Open SOS.
     pub open: u64,
+    /// Each host's ids left (owned and not computed) and summed speed,
+    /// realisations per second, by [`Topology::host_index`].
+    pub hosts: Arc<Vec<(u64, f64)>>,
 }
+
+impl Job {
+    /// When host `h`'s ranks together will have computed the ids they own,
+    /// at their summed speed (infinite when it is not known).
+    pub fn host_end(&self, h: usize) -> f64 {
+        match self.hosts.get(h) {
+            Some(&(0, _)) => self.at,
+            Some(&(left, v)) if v > 0.0 => self.at + left as f64 / v,
+            _ => f64::INFINITY,
+        }
+    }
+}
+
+/// Words of [`Words::sums`] before the per-host ones.
+const FIXED: usize = 5;
 
 /// The words of one wave: `sums` are added, `bits` are or-ed over the ranks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Words {
     /// `[completed, stop requests, speed in thousandths of a realisation
-    /// per second, open SOS, speed times time of joining in thousandths]`.
-    pub sums: [u64; 5],
+    /// per second, open SOS, speed times time of joining in thousandths]`,
+    /// then for each host its ids left and its speed in thousandths.
+    pub sums: Vec<u64>,
     /// Bitmaps of failed, busy and free ranks ([`Status::free`]), `⌈P/64⌉`
     /// words each.
     pub bits: Vec<u64>,
 }
 
 impl Words {
-    /// Words of no rank (the identity of the reduction).
-    pub fn zero(ranks: usize) -> Words {
+    /// Words of no rank (the identity of the reduction) on `ranks` ranks
+    /// and `hosts` hosts.
+    pub fn zero(ranks: usize, hosts: usize) -> Words {
         Words {
-            sums: [0; 5],
+            sums: vec![0; FIXED + 2 * hosts],
             bits: vec![0; 3 * ranks.div_ceil(64)],
         }
     }
 
-    /// The contribution of rank `me` of `ranks`.
-    pub fn of(status: &Status, me: usize, ranks: usize) -> Words {
-        let mut w = Words::zero(ranks);
-        w.sums = [
+    /// Words of no rank, as long as `other`.
+    pub fn zero_like(other: &Words) -> Words {
+        Words {
+            sums: vec![0; other.sums.len()],
+            bits: vec![0; other.bits.len()],
+        }
+    }
+
+    /// The contribution of rank `me` of `topology`.
+    pub fn of(status: &Status, me: usize, topology: &Topology) -> Words {
+        let ranks = topology.ranks();
+        let mut w = Words::zero(ranks, topology.hosts());
+        w.sums[..FIXED].copy_from_slice(&[
             status.completed,
             status.stop as u64,
             status.speed_milli,
             status.sos_open as u64,
             status.speed_time_milli,
-        ];
+        ]);
+        let h = FIXED + 2 * topology.host_index(me);
+        w.sums[h] = status.remaining;
+        w.sums[h + 1] = status.speed_milli;
         let words = ranks.div_ceil(64);
         let bit = 1u64 << (me % 64);
         for (k, set) in [status.failed, status.busy, status.free]
@@ -169,13 +205,19 @@ impl Words {
             },
             idle: Arc::new(topology.idle_map(idle, ranks.filter(|&r| set(free, r)))),
             open: self.sums[3],
+            hosts: Arc::new(
+                self.sums[FIXED..]
+                    .chunks_exact(2)
+                    .map(|h| (h[0], h[1] as f64 / 1000.0))
+                    .collect(),
+            ),
         }
     }
 
     /// Add the words of other ranks (the reduction, done locally).
     pub fn merge(&mut self, other: &Words) {
-        for (a, b) in self.sums.iter_mut().zip(other.sums) {
-            *a = a.wrapping_add(b);
+        for (a, b) in self.sums.iter_mut().zip(&other.sums) {
+            *a = a.wrapping_add(*b);
         }
         for (a, b) in self.bits.iter_mut().zip(&other.bits) {
             *a |= b;
@@ -218,7 +260,9 @@ impl Judge {
         let words = self.ranks.div_ceil(64);
         let failed = ranks_in(&w.bits[..words.min(w.bits.len())], self.ranks);
         self.busy = ranks_in(w.bits.get(words..2 * words).unwrap_or_default(), self.ranks);
-        let [completed, stops, ..] = w.sums;
+        let [completed, stops, ..] = w.sums[..] else {
+            return None;
+        };
         if let Some(&first) = failed.first() {
             return Some(Verdict::Failed {
                 first,
@@ -318,11 +362,16 @@ mod tests {
 
     fn wave(statuses: &[Status]) -> Words {
         let n = statuses.len();
+        let top = Topology::new(
+            vec!["m".into(); n],
+            &crate::config::Hosts::Real,
+            &crate::config::Sites::Single,
+        );
         statuses
             .iter()
             .enumerate()
-            .fold(Words::zero(n), |mut w, (r, s)| {
-                w.merge(&Words::of(s, r, n));
+            .fold(Words::zero(n, 1), |mut w, (r, s)| {
+                w.merge(&Words::of(s, r, &top));
                 w
             })
     }
@@ -479,5 +528,29 @@ mod tests {
         let mut j = Judge::new(5, 1);
         assert_eq!(j.judge(&wave(&[busy(2)])), None);
         assert_eq!(j.judge(&wave(&[idle(5)])), Some(Verdict::Done));
+    }
+
+    #[test]
+    fn a_wave_sums_the_ids_left_and_the_speeds_per_host() {
+        use crate::config::{Hosts, Sites};
+        // Hosts: ranks 0, 1 on vhost0; 2, 3 on vhost1.
+        let top = Topology::new(vec!["m".into(); 4], &Hosts::Virtual(2), &Sites::Single);
+        let status = |remaining, speed: u64| Status {
+            remaining,
+            speed_milli: speed * 1000,
+            speed_time_milli: speed * 2000,
+            ..busy(0)
+        };
+        let statuses = [status(100, 10), status(50, 40), status(30, 5), status(0, 0)];
+        let mut w = Words::zero(4, 2);
+        for (r, s) in statuses.iter().enumerate() {
+            w.merge(&Words::of(s, r, &top));
+        }
+        let job = w.job(&top);
+        assert_eq!(*job.hosts, vec![(150, 50.0), (30, 5.0)]);
+        assert_eq!(job.at, 2.0);
+        assert_eq!(job.host_end(0), 2.0 + 150.0 / 50.0);
+        assert_eq!(job.host_end(1), 2.0 + 30.0 / 5.0);
+        assert_eq!(job.host_end(7), f64::INFINITY, "no such host");
     }
 }

@@ -187,6 +187,8 @@ fn emulate_on_views(views: &Views, scenario: &Path, mode: &str) -> (Output, Stri
     c.env("SOSLB_SIGNAL_DIR", views.common.join("signals"))
         .env("SOSLB_HOSTS", "Virtual(8)")
         .env("SOSLB_DISCOVERY", "Poll")
+        // Every SOS on the FUSE views: the protocol under test.
+        .env("SOSLB_HOST_BOARD", "false")
         .env("SOSLB_WARMUP", "0.5");
     let out = c.output().expect("mpirun runs (is Open MPI installed?)");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -181,7 +181,8 @@ fn a_failed_signal_file_write_is_an_error_on_every_rank() {
     // first, so the write fails with EPERM (even for root) on a real kernel.
     let file = |signals: &Path| signals.join("job.0/sos/15.ron");
     let mut made_immutable = false;
-    let job = emulate_with(16, "midrun", &[], &[("SOSLB_KEEP", "true")], |signals| {
+    let env = [("SOSLB_KEEP", "true"), ("SOSLB_HOST_BOARD", "false")];
+    let job = emulate_with(16, "midrun", &[], &env, |signals| {
         wait_for("rank 15's SOS file", || file(signals).exists());
         made_immutable = std::process::Command::new("chattr")
             .arg("+i")
@@ -264,7 +265,7 @@ fn observable_counts_that_differ_are_an_error_on_every_rank() {
 fn a_lock_held_from_outside_makes_a_warning_and_no_waiting_rank_spins() {
     let signals_file = |s: &Path| s.join("job.0/sos/15.ron");
     let held = Duration::from_secs(4);
-    let env = [("SOSLB_WAIT_WARNING", "1")];
+    let env = [("SOSLB_WAIT_WARNING", "1"), ("SOSLB_HOST_BOARD", "false")];
     let job = emulate_with(16, "midrun", &[], &env, |signals| {
         // (The record, not the index: the index may still list an SOS
         // that closed while its lock was busy.)

@@ -266,7 +266,11 @@ fn emulated_sites_compute_every_id_once_and_help_from_near_first() {
 
 #[test]
 fn slow_storage_keeps_every_id_once() {
-    let run = emulate("slow3", "full", &[("SOSLB_STORAGE_DELAY", "0.003")]);
+    let env = [
+        ("SOSLB_STORAGE_DELAY", "0.003"),
+        ("SOSLB_HOST_BOARD", "false"),
+    ];
+    let run = emulate("slow3", "full", &env);
     run.assert_exactly_once(3000);
     assert!(
         (13..16).any(|r| run.rank(r, "given") > 0.0),
@@ -359,7 +363,8 @@ fn spawn_midrun(name: &str) -> (PathBuf, std::process::Child, std::time::Instant
         &example("emulate"),
         &[path.to_str().unwrap(), "full"],
         &dir,
-        &[("SOSLB_WARMUP", "0.5")],
+        // Every SOS on the shared storage, where the test damages it.
+        &[("SOSLB_WARMUP", "0.5"), ("SOSLB_HOST_BOARD", "false")],
     )
     .stdout(std::process::Stdio::piped())
     .stderr(std::process::Stdio::piped())

@@ -516,7 +516,10 @@ fn a_destroyed_sos_record_loses_nothing_and_duplicates_nothing() {
             corrupt: Some((at, 7)),
             ..Options::default()
         };
-        let out = sim::simulate(&s, &params(Mode::Full, HelpPolicy::Balanced), &opts).unwrap();
+        // Every SOS on the shared board, where the record is destroyed.
+        let mut p = params(Mode::Full, HelpPolicy::Balanced);
+        p.host_board = false;
+        let out = sim::simulate(&s, &p, &opts).unwrap();
         assert!(
             out.counts.iter().all(|&c| c == 1),
             "corrupted at {at}: not every id exactly once"
@@ -662,6 +665,7 @@ fn wave_with_open(rank: &mut soslb::policy::Rank, t: f64, open: u64) {
         at: t,
         idle: Default::default(),
         open,
+        hosts: Default::default(),
     });
 }
 
@@ -1149,6 +1153,7 @@ fn the_jobs_forecast_end_is_dated_by_the_waves_counts() {
         at: 5.0,
         idle: Default::default(),
         open: 0,
+        hosts: Default::default(),
     });
     assert_eq!(rank.job_end(), 35.0);
 }
@@ -1184,4 +1189,59 @@ fn near_helpers_close_an_sos_alone_and_post_none_for_their_shares() {
         shares[..8].iter().all(|&k| k <= 2),
         "shares taken from rank 5: {shares:?}"
     );
+}
+
+/// 64 ranks of fluct16's speeds on 4 hosts of 16 (issue 11): with a board
+/// per host, the hosts balance within themselves and the shared storage
+/// sees a fraction of the operations; every id exactly once either way.
+#[test]
+fn host_boards_keep_most_balancing_off_the_shared_storage() {
+    let s = Scenario {
+        name: "fluct64".into(),
+        ranks: 64,
+        realisations: 64 * 375,
+        base: 0.02,
+        speed: vec![
+            Factor::Classes(vec![1.0, 0.5, 0.25, 0.1], 4),
+            Factor::Fluctuate {
+                seed: 42,
+                period: 2.0,
+            },
+        ],
+        cost: None,
+        layout: None,
+    };
+    let opts = Options {
+        ranks_per_host: 16,
+        ..Options::default()
+    };
+    let ops = |host_board: bool| {
+        let mut p = params(Mode::Full, HelpPolicy::Balanced);
+        p.host_board = host_board;
+        let out = sim::simulate(&s, &p, &opts).unwrap();
+        assert_exactly_once(&out);
+        let given: u64 = out.reports.iter().map(|r| r.given).sum();
+        assert!(given > 0, "nobody was helped");
+        out.storage_ops.iter().sum::<u64>()
+    };
+    let (shared, host) = (ops(false), ops(true));
+    assert!(
+        2 * host < shared,
+        "{host} shared-storage operations with host boards, {shared} without"
+    );
+}
+
+/// sites16 (issue 11): all of host 1 slows down at 3 s, so the host as a
+/// whole is late; its SOS move to the shared board and ranks of other hosts
+/// help it, with host boards as without.
+#[test]
+fn a_late_host_gets_help_from_other_hosts_through_the_shared_board() {
+    let s = Scenario::from_file(&Scenario::path_of("sites16")).unwrap();
+    let out = simulate_once(&s, Mode::Full);
+    let crossed = out.events.iter().enumerate().any(|(helper, events)| {
+        events.iter().any(|(_, e)| {
+            matches!(e, Event::AidGiven { owner, .. } if owner / 4 == 1 && helper / 4 != 1)
+        })
+    });
+    assert!(crossed, "no rank of another host helped host 1");
 }

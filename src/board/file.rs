@@ -184,6 +184,51 @@ pub fn create_job(job_dir: &Path, job: &JobInfo) -> Result<()> {
     Ok(())
 }
 
+/// `host` as a file name: ASCII letters, digits, `-` and `.` kept, every
+/// other character `_`.
+pub fn file_name_of(host: &str) -> String {
+    host.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Create the board of one host in `dir`, node-local (called by one rank
+/// of the host, before the host's ranks [`join`](FileBoard::join) it): the
+/// directory, readable by this user only, and its empty open index. A
+/// `dir` already there is an [`Error::StaleJob`].
+pub fn create_host_board(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(parent) = dir.parent() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(|e| Error::io(parent, e))?;
+    }
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => Error::StaleJob {
+                path: dir.to_owned(),
+                reason: "the host's board already exists: a rank started twice?".into(),
+            },
+            _ => Error::io(dir, e),
+        })?;
+    for sub in ["sos", "journal"] {
+        let d = dir.join(sub);
+        fs::create_dir(&d).map_err(|e| Error::io(&d, e))?;
+    }
+    create_file(&index_path(dir), &OpenIndex::default())?;
+    Ok(())
+}
+
 /// Identity of an open file: device and inode numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct FileId {
@@ -936,16 +981,7 @@ impl FileBoard {
 
     /// Where the copy of the open index for `host` is kept, if copies are.
     pub fn host_copy_path(&self, host: &str) -> Option<PathBuf> {
-        let name: String = host
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let name = file_name_of(host);
         Some(self.host_dir.as_ref()?.join(format!("{name}.ron")))
     }
 

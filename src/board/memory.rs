@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Debug, Default)]
 struct Shared {
-    sos: Vec<Sos>,
+    /// The records of the board's ranks, by rank.
+    sos: std::collections::BTreeMap<usize, Sos>,
     /// Records destroyed by [`MemoryBoard::corrupt`], not yet noticed.
     corrupt: Vec<usize>,
     index: OpenIndex,
@@ -72,10 +73,20 @@ const READ: u64 = 2;
 impl MemoryBoard {
     /// A board for `ranks` ranks, every SOS closed. Clone it for each rank.
     pub fn new(ranks: usize) -> Self {
-        let sos = (0..ranks)
-            .map(|rank| Sos {
-                rank,
-                ..Sos::default()
+        Self::of(ranks, 0..ranks)
+    }
+
+    /// A board of `ranks` ranks with the records of `members` only (a
+    /// host's board), every SOS closed.
+    pub fn of(ranks: usize, members: impl IntoIterator<Item = usize>) -> Self {
+        let sos = members
+            .into_iter()
+            .map(|rank| {
+                let record = Sos {
+                    rank,
+                    ..Sos::default()
+                };
+                (rank, record)
             })
             .collect();
         MemoryBoard {
@@ -112,7 +123,7 @@ impl MemoryBoard {
     pub fn corrupt(&self, rank: usize) {
         let mut shared = lock(&self.shared);
         shared.corrupt.push(rank);
-        if let Some(s) = shared.sos.get_mut(rank) {
+        if let Some(s) = shared.sos.get_mut(&rank) {
             *s = Sos {
                 rank,
                 ..Sos::default()
@@ -200,7 +211,7 @@ impl Board for MemoryBoard {
         let shared = &mut *shared;
         let sos = shared
             .sos
-            .get_mut(rank)
+            .get_mut(&rank)
             .ok_or_else(|| Error::Internal(format!("no SOS record for rank {rank}")))?;
         let before = sos.clone();
         f(sos);
@@ -230,7 +241,7 @@ impl Board for MemoryBoard {
     fn reset_sos(&mut self, sos: &Sos) -> Result<()> {
         self.ops += OVERWRITE;
         let shared = &mut *lock(&self.shared);
-        match shared.sos.get_mut(sos.rank) {
+        match shared.sos.get_mut(&sos.rank) {
             Some(slot) => {
                 shared.corrupt.retain(|&r| r != sos.rank);
                 *slot = sos.clone();
@@ -281,7 +292,7 @@ impl Board for MemoryBoard {
     fn journaled_takes(&mut self, owner: usize, seq: u64) -> Result<IdSet> {
         let mut ids = IdSet::new();
         let shared = lock(&self.shared);
-        self.ops += LOOK * (shared.sos.len() as u64 - 1);
+        self.ops += LOOK * (shared.sos.len() as u64).saturating_sub(1);
         for t in shared.journal.iter() {
             if t.owner == owner && t.seq == seq {
                 ids.extend(&t.ids);
@@ -292,7 +303,7 @@ impl Board for MemoryBoard {
 
     fn peek_sos(&mut self, rank: usize) -> Result<Option<Sos>> {
         self.ops += READ;
-        Ok(lock(&self.shared).sos.get(rank).cloned())
+        Ok(lock(&self.shared).sos.get(&rank).cloned())
     }
 
     fn read_index(&mut self) -> Result<Option<OpenIndex>> {

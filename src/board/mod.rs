@@ -27,6 +27,19 @@ pub mod memory;
 pub mod warn;
 pub mod watch;
 
+/// Where an SOS is posted. The ranks of one host balance among themselves
+/// on the host's own board (node-local files, which cost the shared storage
+/// nothing); an SOS goes on the shared board, where every rank may help,
+/// only when its host as a whole will be late (DESIGN §6, at scale).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Level {
+    /// The board of the owner's host.
+    Host,
+    /// The board on the shared storage.
+    #[default]
+    Shared,
+}
+
 /// A rank's SOS record: closed or open, with the AID records of the help it
 /// received while open.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
