@@ -255,23 +255,22 @@ impl Balancer {
         // The host's own board (node-local, beside the copies of the index):
         // made by the host's lowest rank, then joined by all of its ranks.
         config.host_board &= config.mode == Mode::Full;
-        let host_board = if config.host_board {
+        let (host_board, host_board_dir) = if config.host_board {
             let dir = host_copies_dir(&job_dir)
                 .join(format!("board-{}", file::file_name_of(topology.host(me))));
-            let lead = (0..comm.size()).find(|&r| topology.host(r) == topology.host(me));
-            let made = if lead == Some(me) {
-                file::create_host_board(&dir).map(|()| Some(dir.clone()))
+            let lead =
+                (0..comm.size()).find(|&r| topology.host(r) == topology.host(me)) == Some(me);
+            comm.agree(if lead {
+                file::create_host_board(&dir)
             } else {
-                Ok(None)
-            };
-            let made = comm.agree(made)?;
+                Ok(())
+            })?;
             let wait = Duration::from_secs_f64(config.wait_warning);
             let board = FileBoard::join(&dir, me, comm.size()).map(|b| b.with_wait_warning(wait));
-            Some((comm.agree(board)?, made))
+            (Some(comm.agree(board)?), lead.then_some(dir))
         } else {
-            None
+            (None, None)
         };
-        let (host_board, host_board_dir) = host_board.unzip();
         let discovery = if config.mode == Mode::Full {
             comm.agree(check_locks(&comm, &topology, &job_dir))?;
             let watch = match config.discovery {
@@ -365,7 +364,7 @@ impl Balancer {
             desk,
             job_dir,
             host_copy,
-            host_board_dir: host_board_dir.flatten(),
+            host_board_dir,
             warner: Warnings::new(me),
             discovery,
             monitor,

@@ -287,28 +287,7 @@ impl Clerk {
                 tail,
                 level,
             } => self.own(&entry, seen, op, tail, on(level, shared, host)),
-            Request::Help(search) => {
-                let near = match host {
-                    Some(h) => self.help(&search, h, Level::Host),
-                    None => Outcome::Helped {
-                        taken: None,
-                        wake: f64::INFINITY,
-                    },
-                };
-                match near {
-                    Outcome::Helped {
-                        taken: None,
-                        wake: near_wake,
-                    } => match self.help(&search, shared, Level::Shared) {
-                        Outcome::Helped { taken: None, wake } => Outcome::Helped {
-                            taken: None,
-                            wake: wake.min(near_wake),
-                        },
-                        found => found,
-                    },
-                    found => found,
-                }
-            }
+            Request::Help(search) => self.help_near_first(&search, shared, host),
             Request::Unlist(level) => Outcome::Unlisted {
                 listed: self.relist(None, on(level, shared, host)),
             },
@@ -318,6 +297,30 @@ impl Clerk {
             seconds: None,
             looks: std::mem::take(&mut self.looks),
             errors: std::mem::take(&mut self.errors),
+        }
+    }
+
+    /// Search the host's board, if there is one, then the shared board; an
+    /// idle rank that found nothing wakes at the sooner of their wakes.
+    fn help_near_first(
+        &mut self,
+        search: &Search,
+        shared: &mut dyn Board,
+        host: Option<&mut dyn Board>,
+    ) -> Outcome {
+        let mut near_wake = f64::INFINITY;
+        if let Some(h) = host {
+            match self.help(search, h, Level::Host) {
+                Outcome::Helped { taken: None, wake } => near_wake = wake,
+                found => return found,
+            }
+        }
+        match self.help(search, shared, Level::Shared) {
+            Outcome::Helped { taken: None, wake } => Outcome::Helped {
+                taken: None,
+                wake: wake.min(near_wake),
+            },
+            found => found,
         }
     }
 
@@ -564,7 +567,7 @@ impl Clerk {
     /// back off.
     fn help(&mut self, search: &Search, board: &mut dyn Board, level: Level) -> Outcome {
         let now = search.now;
-        let shared_board = level == Level::Shared;
+        let on_shared = level == Level::Shared;
         let mut poll = search.poll;
         let mut wake = now + poll;
         // The first idle rank of a host to poll reads the shared index and
@@ -577,13 +580,13 @@ impl Clerk {
         // reads the shared index.
         let host = self.topology.host(self.me).to_string();
         let mut copy = None;
-        if shared_board && !search.woken && !self.host_copy_broken {
+        if on_shared && !search.woken && !self.host_copy_broken {
             match board.read_host_index(&host) {
                 Ok(c) => copy = c.filter(|&(_, at)| now - at < 0.5 * poll).map(|c| c.0),
                 Err(e) => self.host_copy_failed(e),
             }
         }
-        let shared = shared_board && copy.is_none();
+        let read_shared = on_shared && copy.is_none();
         let read = match copy {
             Some(index) => Ok(Some(index)),
             None => board.read_index(),
@@ -591,7 +594,7 @@ impl Clerk {
         let index = match read {
             Ok(Some(index)) => {
                 self.torn_reads = 0;
-                if shared
+                if read_shared
                     && !self.host_copy_broken
                     && let Err(e) = board.write_host_index(&host, &index, now)
                 {
@@ -620,7 +623,7 @@ impl Clerk {
         };
         // Idle polls that found nothing back off, up to eight poll
         // intervals, until an SOS opens after the last poll.
-        if shared_board && search.busy_for == 0.0 {
+        if on_shared && search.busy_for == 0.0 {
             if index.entries.iter().any(|e| e.opened_at >= self.last_poll) {
                 self.idle_polls = 0;
             }
@@ -752,7 +755,7 @@ impl Clerk {
             wake = wake.min(now + self.busy_backoff);
         } else {
             self.busy_backoff = 0.0;
-            self.idle_polls += u32::from(shared_board && search.busy_for == 0.0);
+            self.idle_polls += u32::from(on_shared && search.busy_for == 0.0);
         }
         Outcome::Helped { taken: None, wake }
     }
