@@ -128,6 +128,11 @@ pub struct Search {
     /// Seconds before an SOS found with nothing to take is looked at again
     /// (about the owner's next look at it).
     pub interval: f64,
+    /// [`Search::storage_cost`] and [`Search::interval`] on the host's
+    /// board, whose steals cost that much at any distance.
+    pub host_cost: f64,
+    /// See [`Search::host_cost`].
+    pub host_interval: f64,
     /// The share policy.
     pub policy: HelpPolicy,
     /// The helper's speed.
@@ -239,6 +244,9 @@ pub struct Clerk {
     /// Idle searches in a row that took nothing, and when the last one was.
     idle_polls: u32,
     last_poll: f64,
+    /// When an idle rank with a host board searches the shared board next
+    /// (its searches of the host's board come more often).
+    shared_at: f64,
     /// The reply being made.
     looks: (u8, u32),
     errors: Vec<String>,
@@ -257,6 +265,7 @@ impl Clerk {
             empty: Vec::new(),
             idle_polls: 0,
             last_poll: f64::NEG_INFINITY,
+            shared_at: f64::NEG_INFINITY,
             looks: (0, 0),
             errors: Vec::new(),
         }
@@ -301,7 +310,10 @@ impl Clerk {
     }
 
     /// Search the host's board, if there is one, then the shared board; an
-    /// idle rank that found nothing wakes at the sooner of their wakes.
+    /// idle rank that found nothing wakes at the sooner of their wakes. The
+    /// host's board is searched every poll interval, the shared one no
+    /// sooner than its own last search said (its polls back off), unless a
+    /// watcher saw its index change.
     fn help_near_first(
         &mut self,
         search: &Search,
@@ -314,12 +326,21 @@ impl Clerk {
                 Outcome::Helped { taken: None, wake } => near_wake = wake,
                 found => return found,
             }
+            if search.busy_for == 0.0 && !search.woken && search.now < self.shared_at {
+                return Outcome::Helped {
+                    taken: None,
+                    wake: near_wake.min(self.shared_at),
+                };
+            }
         }
         match self.help(search, shared, Level::Shared) {
-            Outcome::Helped { taken: None, wake } => Outcome::Helped {
-                taken: None,
-                wake: wake.min(near_wake),
-            },
+            Outcome::Helped { taken: None, wake } => {
+                self.shared_at = wake;
+                Outcome::Helped {
+                    taken: None,
+                    wake: wake.min(near_wake),
+                }
+            }
             found => found,
         }
     }
@@ -568,7 +589,13 @@ impl Clerk {
     fn help(&mut self, search: &Search, board: &mut dyn Board, level: Level) -> Outcome {
         let now = search.now;
         let on_shared = level == Level::Shared;
-        let mut poll = search.poll;
+        // A look at the host's board costs what its consultations cost.
+        let (mut poll, storage_cost, interval) = if on_shared {
+            (search.poll, search.storage_cost, search.interval)
+        } else {
+            let poll = self.params.poll_interval.max(search.host_cost);
+            (poll, search.host_cost, search.host_interval)
+        };
         let mut wake = now + poll;
         // The first idle rank of a host to poll reads the shared index and
         // leaves a copy on the host; the others read the copy while it is
@@ -700,13 +727,19 @@ impl Clerk {
                 })
                 .find_map(|g| self.nearer_closing(search, entry, g, open(g)))
                 .map_or(0.0, |h| h.max(1.0));
-            self.looks = (self.looks.0.max(d), self.looks.1 + 1);
+            if on_shared {
+                self.looks = (self.looks.0.max(d), self.looks.1 + 1);
+            }
             let ask = Ask {
                 now,
                 policy: search.policy,
                 helper_speed: search.speed,
                 job_left: search.job_left,
-                steal_cost: search.steal_cost[d.min(2) as usize],
+                steal_cost: if on_shared {
+                    search.steal_cost[d.min(2) as usize]
+                } else {
+                    storage_cost
+                },
                 helpers,
                 near_helpers,
                 busy_for: search.busy_for,
@@ -727,7 +760,7 @@ impl Clerk {
                 // Held by another: the next search tries the others first.
                 Steal::Retry => {
                     busy = true;
-                    let until = now + search.storage_cost;
+                    let until = now + storage_cost;
                     self.empty.push((entry.rank, entry.seq, until, true));
                 }
                 // Nothing to take until the owner's next look at its SOS,
@@ -743,7 +776,7 @@ impl Clerk {
                         2.. => -1.0,
                         _ => budget - ask.steal_cost,
                     };
-                    let until = now + search.interval;
+                    let until = now + interval;
                     self.empty.push((entry.rank, entry.seq, until, false));
                 }
             }

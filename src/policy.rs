@@ -328,8 +328,12 @@ pub struct Rank {
     audit: Audit,
     /// Consultations of the own open SOS in a row that found no new AID.
     quiet: u32,
-    /// Seconds one consultation of the board takes (measured by the clerk).
+    /// Seconds one consultation of the shared board takes (measured by the
+    /// clerk).
     storage_cost: f64,
+    /// Seconds one consultation of the host's board takes (node-local: 0
+    /// until measured).
+    host_cost: f64,
     /// Seconds one locked look at the record of a rank at distance 0, 1, 2
     /// takes (0 until measured): another site's storage is slower.
     look_cost: [f64; 3],
@@ -391,6 +395,7 @@ impl Rank {
             relist_at: 0.0,
             audit: Audit::default(),
             storage_cost: 0.0,
+            host_cost: 0.0,
             quiet: 0,
             look_cost: [0.0; 3],
             last_look: f64::NEG_INFINITY,
@@ -640,7 +645,8 @@ impl Rank {
             return Err(Error::Internal("a reply without a request".into()));
         };
         if let Some(seconds) = reply.seconds {
-            self.observe(seconds, reply.looks, asking == Asking::Help);
+            let level = (asking != Asking::Help).then_some(self.level);
+            self.observe(seconds, reply.looks, level);
         }
         for error in reply.errors {
             self.report.errors += 1;
@@ -857,7 +863,7 @@ impl Rank {
     /// helpers; see [`Rank::job_left`]), and at least two consultations of
     /// the board's worth (the next extension comes while it computes).
     fn lease_len(&self, now: f64) -> u64 {
-        let left = (self.job_left(now) - self.risk()).max(2.0 * self.storage_cost);
+        let left = (self.job_left(now) - self.risk()).max(2.0 * self.cost());
         let seconds = self.own_period().min(left);
         ((self.speed.get() * seconds).ceil() as u64).max(1)
     }
@@ -884,9 +890,34 @@ impl Rank {
     /// the configured check interval, or [`OWN_PERIOD`] consultations of the
     /// board on slow storage.
     fn interval(&self) -> f64 {
-        self.params
-            .check_interval
-            .max(OWN_PERIOD * self.storage_cost)
+        self.interval_on(self.cost())
+    }
+
+    /// [`Rank::interval`] on a board whose consultation costs `cost`.
+    fn interval_on(&self, cost: f64) -> f64 {
+        self.params.check_interval.max(OWN_PERIOD * cost)
+    }
+
+    /// True when an SOS on a board whose consultation costs `cost` costs
+    /// more than the configured lateness ([`SOS_COST`]): slow storage.
+    fn slow(&self, cost: f64) -> bool {
+        SOS_COST * cost > self.params.late_threshold
+    }
+
+    /// Seconds one consultation of the rank's own SOS record costs: on the
+    /// board its SOS is on, or would go on. An SOS on the host's board
+    /// costs the shared storage's latency nothing, so that neither its
+    /// threshold nor its leases are those of slow storage.
+    fn cost(&self) -> f64 {
+        let level = if self.sos.is_some() {
+            self.level
+        } else {
+            self.post_level()
+        };
+        match level {
+            Level::Host => self.host_cost,
+            Level::Shared => self.storage_cost,
+        }
     }
 
     /// Seconds between two consultations of the own open SOS (lease
@@ -897,22 +928,26 @@ impl Rank {
         self.interval() * f64::from(1u32 << self.quiet.min(2))
     }
 
-    /// A consultation of the own record took `seconds`: a moving average,
-    /// the storage cost, paces the looks at the board and sets the least
-    /// lateness and tail worth an SOS and the lease's least length.
+    /// A consultation of the own record on the shared board took
+    /// `seconds`: a moving average, the storage cost, paces the looks at the
+    /// board and sets the least lateness and tail worth an SOS and the
+    /// lease's least length.
     pub fn observe_storage(&mut self, seconds: f64) {
-        self.observe(seconds, (0, 0), false);
+        self.observe(seconds, (0, 0), Some(Level::Shared));
     }
 
     /// A request took `seconds` (the clerk measures it): a consultation of
-    /// the own record, or a `search` for help. A search that locked
-    /// `looks.1` other ranks' records, the farthest at distance `looks.0`,
-    /// measures a steal that far, which sizes the shares taken that far.
-    fn observe(&mut self, seconds: f64, looks: (u8, u32), search: bool) {
+    /// the own record on the board at `level`, or a search for help
+    /// (`None`). A search that locked `looks.1` other ranks' records on the
+    /// shared board, the farthest at distance `looks.0`, measures a steal
+    /// that far, which sizes the shares taken that far.
+    fn observe(&mut self, seconds: f64, looks: (u8, u32), level: Option<Level>) {
         let average = |c: f64, x: f64| if c == 0.0 { x } else { 0.75 * c + 0.25 * x };
         let seconds = seconds.max(0.0);
-        if !search {
-            self.storage_cost = average(self.storage_cost, seconds);
+        match level {
+            Some(Level::Shared) => self.storage_cost = average(self.storage_cost, seconds),
+            Some(Level::Host) => self.host_cost = average(self.host_cost, seconds),
+            None => {}
         }
         if let (d, n @ 1..) = looks {
             let c = &mut self.look_cost[d.min(2) as usize];
@@ -961,16 +996,21 @@ impl Rank {
         // ask ahead of need (the next lease, an early share): on fast
         // storage there is no latency to hide, and the extra looks cost
         // (emulator, fluct16 at 0 s: 4,900 operations against 2,600,
-        // efficiency 0.94 → 0.90).
-        let slow = SOS_COST * self.storage_cost > self.params.late_threshold;
-        let threshold = self.params.late_threshold.max(SOS_COST * self.storage_cost);
+        // efficiency 0.94 → 0.90). The SOS's cost is that of the board it is
+        // on, or would go on: on the host's board it is next to nothing
+        // whatever the shared storage costs (emulator, one host, 200 ms per
+        // shared operation: step16 0.69 and 0.90 → 0.95, fluct16 0.75 → 0.96).
+        let cost = self.cost();
+        let slow = self.slow(cost);
+        let shared_slow = self.slow(self.storage_cost);
+        let threshold = self.params.late_threshold.max(SOS_COST * cost);
         let steady = if slow {
             forecast(now, remaining, v.max(self.speed.steady()))
         } else {
             tau
         };
-        // On slow storage the reference is the job's forecast end once the
-        // waves tell it: a horizon that the job as a whole will miss is no
+        // On slow shared storage the reference is the job's forecast end once
+        // the waves tell it, wherever the SOS goes: a horizon that the job as a whole will miss is no
         // reason for an SOS whose steals are dear (every rank of step16 was
         // late against it after the slowdown, and helpers that took work
         // posted in turn: at 50 ms 0.76 → 0.89). On fast storage the
@@ -984,12 +1024,15 @@ impl Rank {
         // it took: its share was sized to end then, and a helper that posted
         // against the horizon handed its share on to other helpers in chains
         // of SOS (simulator, sites16-one 0.758 → 0.834 over 12 seeds).
-        let reference = if (slow || self.free) && self.job_end.is_finite() {
+        // (Against the horizon, ranks on four hosts that took help from
+        // the shared board posted on their hosts' boards in turn: simulator,
+        // step16 at 50 ms, 0.921 → 0.872 over 12 seeds.)
+        let reference = if (shared_slow || self.free) && self.job_end.is_finite() {
             self.job_end
         } else {
             self.horizon.min(self.job_end)
         }
-        .max(if slow {
+        .max(if shared_slow {
             f64::NEG_INFINITY
         } else {
             self.share_end
@@ -1003,9 +1046,7 @@ impl Rank {
             Some(_) => tau - reference >= self.params.late_threshold,
             None => {
                 steady - reference >= threshold
-                    && (!slow
-                        || self.idle.ranks > 0
-                        || tau - reference >= POST_COST * self.storage_cost)
+                    && (!slow || self.idle.ranks > 0 || tau - reference >= POST_COST * cost)
             }
         };
         // The lease runs out before a reply could come: ask for the next
@@ -1023,8 +1064,7 @@ impl Rank {
         // speed estimate still lagged a slowdown, kept a lease it could
         // not finish, and consulted its SOS again only seconds later.
         let excess = self.lease.len().saturating_sub(self.lease_len(now)) as f64;
-        let give_back =
-            excess > 0.0 && excess >= 2.0 * v * self.storage_cost.max(self.params.check_interval);
+        let give_back = excess > 0.0 && excess >= 2.0 * v * cost.max(self.params.check_interval);
         if self.sos.is_some() && now < self.last_look + self.own_period() && !give_back {
             return;
         }
@@ -1041,17 +1081,18 @@ impl Rank {
             // About to run out of work, or early against the job's forecast
             // end: ask for the next share now, so that the wait for a busy
             // SOS lock and the steal's file time pass while this rank still
-            // computes ([`LOOK_AHEAD`]).
+            // computes ([`LOOK_AHEAD`]). Steals from the shared board set
+            // the pace, wherever this rank's own SOS would go.
             (false, false)
                 if remaining > 0
                     && self.open_sos > 0
                     && (tau - now < self.look_ahead()
-                        || (slow
+                        || (shared_slow
                             && tau
                                 < self.job_end
                                     - EARLY_SLACK * self.steal_cost(0)
                                     - self.params.check_interval))
-                    && now >= self.looked_ahead + self.interval() =>
+                    && now >= self.looked_ahead + self.interval_on(self.storage_cost) =>
             {
                 self.looked_ahead = now;
                 self.help(now, tau - now);
@@ -1064,7 +1105,7 @@ impl Rank {
     /// plus a check interval (checks come that often).
     fn lease_short(&self) -> bool {
         let v = self.speed.get();
-        v > 0.0 && (self.lease.len() as f64) < v * (self.storage_cost + self.params.check_interval)
+        v > 0.0 && (self.lease.len() as f64) < v * (self.cost() + self.params.check_interval)
     }
 
     /// Seconds of own work left at which a rank looks for its next share:
@@ -1078,7 +1119,7 @@ impl Rank {
         // The tail must hold more work than the post takes to come.
         self.quiet = 0;
         let keep = self.lease_len(now);
-        let least_tail = (v * self.storage_cost).ceil() as u64;
+        let least_tail = (v * self.cost()).ceil() as u64;
         if self.lease.len() <= keep + least_tail {
             return;
         }
@@ -1219,7 +1260,9 @@ impl Rank {
             woken,
             poll,
             storage_cost: self.storage_cost,
-            interval: self.interval(),
+            interval: self.interval_on(self.storage_cost),
+            host_cost: self.host_cost,
+            host_interval: self.interval_on(self.host_cost),
             policy: self.params.help_policy,
             speed: self.speed.get(),
             job_left: self.job_left(now),

@@ -221,7 +221,13 @@ fn full_mode_beats_warmup_which_beats_static_on_the_bundled_scenarios() {
 /// scenario `name`, with a warm-up of 1 s and the balanced policy, at
 /// `delay` seconds per file operation and `jitter`, over seeds `1..=seeds`;
 /// every run computes every id once.
-fn warmup_and_full(name: &str, delay: f64, jitter: f64, seeds: u64) -> (f64, f64) {
+fn warmup_and_full(
+    name: &str,
+    delay: f64,
+    jitter: f64,
+    seeds: u64,
+    ranks_per_host: usize,
+) -> (f64, f64) {
     let s = Scenario::from_file(&Scenario::path_of(name)).unwrap();
     let mean = |mode| {
         let mut p = params(mode, HelpPolicy::Balanced);
@@ -232,6 +238,7 @@ fn warmup_and_full(name: &str, delay: f64, jitter: f64, seeds: u64) -> (f64, f64
                     seed,
                     jitter,
                     storage_delay: delay,
+                    ranks_per_host,
                     ..Options::default()
                 };
                 let out = sim::simulate(&s, &p, &opts).unwrap();
@@ -246,12 +253,17 @@ fn warmup_and_full(name: &str, delay: f64, jitter: f64, seeds: u64) -> (f64, f64
 
 /// On slow storage (every file operation 50 ms, as the emulator's
 /// `storage_delay`), balancing still pays: every id once, and mode full
-/// beats mode warmup on the bundled scenarios.
+/// beats mode warmup on the bundled scenarios, on one host (whose board
+/// carries every SOS) and on four (whose ranks help each other through
+/// the shared storage).
 #[test]
 fn slow_storage_still_pays_and_loses_nothing() {
-    for name in ["hetero16", "fluct16", "step16"] {
-        let (warmup, full) = warmup_and_full(name, 0.05, 0.02, 1);
-        println!("{name} on slow storage: warmup {warmup:.3} full {full:.3}");
+    for (name, hosts) in ["hetero16", "fluct16", "step16"]
+        .into_iter()
+        .flat_map(|name| [(name, 1), (name, 4)])
+    {
+        let (warmup, full) = warmup_and_full(name, 0.05, 0.02, 1, 16 / hosts);
+        println!("{name} on slow storage, {hosts} hosts: warmup {warmup:.3} full {full:.3}");
         assert!(
             full >= warmup - 0.02,
             "{name}: full {full:.3}, warmup {warmup:.3}"
@@ -259,15 +271,16 @@ fn slow_storage_still_pays_and_loses_nothing() {
     }
 }
 
-/// On very slow storage (200 ms per file operation) an SOS brings more file
-/// time than a lateness of a few seconds is worth: mode full must not lose
-/// to mode warmup (over 8 seeds; it did when owners posted for lateness of
-/// four consultations of the board: fluct16 0.54 against 0.66).
+/// On very slow storage (200 ms per file operation) an SOS on the shared
+/// storage brings more file time than a lateness of a few seconds is worth:
+/// mode full must not lose to mode warmup (over 8 seeds; it did when owners
+/// posted for lateness of four consultations of the board: fluct16 0.54
+/// against 0.66), on one host and on four.
 #[test]
 fn on_very_slow_storage_mode_full_does_not_lose_to_mode_warmup() {
-    for name in ["fluct16", "step16"] {
-        let (warmup, full) = warmup_and_full(name, 0.2, 0.1, 8);
-        println!("{name} at 0.2 s per operation: warmup {warmup:.3} full {full:.3}");
+    for (name, hosts) in [("fluct16", 1), ("fluct16", 4), ("step16", 1), ("step16", 4)] {
+        let (warmup, full) = warmup_and_full(name, 0.2, 0.1, 8, 16 / hosts);
+        println!("{name} at 0.2 s per operation, {hosts} hosts: warmup {warmup:.3} full {full:.3}");
         assert!(
             full >= warmup - 0.01,
             "{name}: full {full:.3}, warmup {warmup:.3}"
@@ -299,8 +312,11 @@ fn on_slow_storage_a_passing_slowdown_posts_no_sos_and_a_lasting_one_does() {
             storage_delay: 0.05,
             ..Options::default()
         };
+        // (The shared storage's gate: on a host's board an SOS costs next
+        // to nothing, and a passing slowdown may post one.)
         let mut p = params(Mode::Full, HelpPolicy::Balanced);
         p.warmup = 1.0;
+        p.host_board = false;
         let out = sim::simulate(&s, &p, &opts).unwrap();
         assert_exactly_once(&out);
         out.reports[15].sos_posted
@@ -619,27 +635,33 @@ fn far_helpers_wait_their_grace_only_while_near_ones_are_free_and_enough() {
 /// Rank `me` of two on one host, of `total` realisations (mode full,
 /// balanced help).
 fn rank_of_two(me: usize, total: u64) -> soslb::policy::Rank {
+    rank_of_two_with(me, total, params(Mode::Full, HelpPolicy::Balanced))
+}
+
+/// [`rank_of_two`] with these parameters.
+fn rank_of_two_with(me: usize, total: u64, p: Params) -> soslb::policy::Rank {
     use soslb::config::{Hosts, Sites};
     use soslb::topology::Topology;
     let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
-    soslb::policy::Rank::new(
-        me,
-        total,
-        params(Mode::Full, HelpPolicy::Balanced),
-        topology,
-    )
+    soslb::policy::Rank::new(me, total, p, topology)
 }
 
-/// Rank 1 of 2 on `board`, driven to run out of work: it computes its whole
-/// block in the warm-up, and rank 0 (never driven) reports a speed that
-/// leaves rank 1 no quota. Also returns the time.
-fn idle_helper(board: &mut soslb::board::memory::MemoryBoard) -> (Inline, f64) {
+/// Rank 1 of 2 with a clerk, driven to run out of work ([`idle_rank`]).
+fn idle_helper() -> (Inline, f64) {
+    let (rank, t) = idle_rank();
+    (Inline::new(rank), t)
+}
+
+/// Rank 1 of 2, driven to run out of work: it computes its whole block in
+/// the warm-up, and rank 0 (never driven) reports a speed that leaves rank
+/// 1 no quota. Also returns the time.
+fn idle_rank() -> (soslb::policy::Rank, f64) {
     use soslb::plan::WarmupReport;
     use soslb::policy::Step;
-    let mut rank = Inline::new(rank_of_two(1, 100));
+    let mut rank = rank_of_two(1, 100);
     let mut t = 0.0;
     let report = loop {
-        match rank.next(t, board).unwrap() {
+        match rank.next(t).unwrap() {
             Step::Compute(_) => t += 0.005,
             Step::Exchange(r) => break r,
             s => panic!("{s:?} in the warm-up"),
@@ -680,7 +702,7 @@ fn idle_polls_that_find_nothing_back_off() {
     use soslb::policy::Step;
     let mut board = MemoryBoard::new(2);
     let poll = params(Mode::Full, HelpPolicy::Balanced).poll_interval;
-    let (mut rank, mut t) = idle_helper(&mut board);
+    let (mut rank, mut t) = idle_helper();
     let ops = board.ops();
     for _ in 0..20 {
         let Step::Idle { until } = rank.next(t, &mut board).unwrap() else {
@@ -727,6 +749,51 @@ fn idle_polls_that_find_nothing_back_off() {
     assert!(until - t <= 1.01 * poll, "next poll {} s later", until - t);
 }
 
+/// An idle rank with a host board searches it every poll interval, and
+/// the shared board no more often than a rank without one: the shared
+/// board's polls that find nothing back off all the same (the host board's
+/// sooner wakes made every search read the shared index, or the host's
+/// copy of it, again).
+#[test]
+fn an_idle_rank_polls_its_host_board_often_and_the_shared_one_seldom() {
+    use soslb::board::{Board, memory::MemoryBoard};
+    use soslb::clerk::Clerk;
+    use soslb::policy::Step;
+    let poll = params(Mode::Full, HelpPolicy::Balanced).poll_interval;
+    // Searches in 10 s of idling, and the shared board's operations.
+    let idle = |with_host: bool| {
+        let (mut shared, mut host) = (MemoryBoard::new(2), MemoryBoard::new(2));
+        let (mut rank, mut t) = idle_rank();
+        let mut clerk = Clerk::new(&rank);
+        wave_with_open(&mut rank, t, 1);
+        let (mut searches, until) = (0, t + 10.0);
+        while t < until {
+            match rank.next(t).unwrap() {
+                Step::Ask(request) => {
+                    searches += 1;
+                    let host = with_host.then_some(&mut host as &mut dyn Board);
+                    let reply = clerk.serve_on(request, &mut shared, host);
+                    rank.reply(reply).unwrap();
+                }
+                Step::Idle { until } => t = until,
+                s => panic!("{s:?} while nothing is open"),
+            }
+        }
+        (searches, shared.ops())
+    };
+    let (flat_searches, flat_ops) = idle(false);
+    let (searches, ops) = idle(true);
+    assert!(
+        searches as f64 >= 0.9 * 10.0 / poll,
+        "{searches} searches of the host board in 10 s"
+    );
+    assert!(
+        ops <= flat_ops,
+        "{ops} shared operations with a host board, {flat_ops} without \
+         ({flat_searches} searches)"
+    );
+}
+
 /// Open an SOS of rank 0 at `t` offering `tail`, and list it in the index.
 fn open_sos_of_rank_0(board: &mut soslb::board::memory::MemoryBoard, t: f64, tail: &IdSet) {
     use soslb::board::{Access, Board, OpenEntry, Post, SosState};
@@ -769,7 +836,7 @@ fn helpers_that_find_nothing_to_take_leave_the_record_unlocked() {
     use soslb::board::{Access, Board, Locked, memory::MemoryBoard};
     use soslb::policy::Step;
     let mut board = MemoryBoard::new(2);
-    let (mut rank, t) = idle_helper(&mut board);
+    let (mut rank, t) = idle_helper();
     let mut owner = board.clone();
     open_sos_of_rank_0(&mut owner, t, &IdSet::new());
     wave_with_open(&mut rank, t, 1);
@@ -816,7 +883,7 @@ fn a_helper_that_empties_a_tail_removes_the_sos_from_the_index() {
     use soslb::board::{Board, memory::MemoryBoard};
     use soslb::policy::Step;
     let mut board = MemoryBoard::new(2);
-    let (mut rank, t) = idle_helper(&mut board);
+    let (mut rank, t) = idle_helper();
     open_sos_of_rank_0(&mut board, t, &IdSet::from_range(40..41));
     wave_with_open(&mut rank, t, 1);
     let Step::Compute(ids) = rank.next(t, &mut board).unwrap() else {
@@ -835,7 +902,7 @@ fn a_listed_sos_found_closed_leaves_the_index() {
     use soslb::board::{Access, Board, SosState, memory::MemoryBoard};
     use soslb::policy::Step;
     let mut board = MemoryBoard::new(2);
-    let (mut rank, mut t) = idle_helper(&mut board);
+    let (mut rank, mut t) = idle_helper();
     open_sos_of_rank_0(&mut board, t, &IdSet::from_range(40..50));
     board
         .with_sos(0, Access::Wait, &mut |s| s.state = SosState::Closed)
@@ -871,7 +938,7 @@ fn idle_ranks_of_a_host_share_one_read_of_the_index() {
     use soslb::board::{Board, OpenIndex, memory::MemoryBoard};
     use soslb::policy::Step;
     let mut board = MemoryBoard::new(2);
-    let (mut rank, mut t) = idle_helper(&mut board);
+    let (mut rank, mut t) = idle_helper();
     let poll = params(Mode::Full, HelpPolicy::Balanced).poll_interval;
     let look = |rank: &mut Inline, board: &mut MemoryBoard, t: f64| {
         wave_with_open(rank, t, 1);
@@ -1008,7 +1075,7 @@ fn a_helper_waiting_for_a_held_lock_backs_off_whatever_the_storage_cost() {
     use soslb::board::memory::MemoryBoard;
     use soslb::policy::Step;
     let mut board = MemoryBoard::new(2).with_busy_locks(1, 7);
-    let (mut rank, mut t) = idle_helper(&mut board);
+    let (mut rank, mut t) = idle_helper();
     let poll = params(Mode::Full, HelpPolicy::Balanced).poll_interval;
     open_sos_of_rank_0(&mut board, t, &IdSet::from_range(40..50));
     wave_with_open(&mut rank, t, 1);
@@ -1028,17 +1095,19 @@ fn a_helper_waiting_for_a_held_lock_backs_off_whatever_the_storage_cost() {
 }
 
 /// The rank computes while its requests are out: on slow storage (0.2 s a
-/// consultation) an owner that posts keeps computing its lease while the
-/// clerk carries the post out, and asks for its next lease while it still
-/// has work, so that the reply comes before it runs dry. Only with its
-/// lease empty does it wait for a reply.
+/// consultation, no host board) an owner that posts keeps computing its
+/// lease while the clerk carries the post out, and asks for its next lease
+/// while it still has work, so that the reply comes before it runs dry.
+/// Only with its lease empty does it wait for a reply.
 #[test]
 fn a_rank_computes_while_its_requests_are_out() {
     use soslb::board::memory::MemoryBoard;
     use soslb::clerk::{Clerk, OwnOp, Request};
     use soslb::policy::Step;
     let mut board = MemoryBoard::new(2);
-    let mut rank = rank_of_two(0, 4000);
+    let mut p = params(Mode::Full, HelpPolicy::Balanced);
+    p.host_board = false;
+    let mut rank = rank_of_two_with(0, 4000, p);
     let mut clerk = Clerk::new(&rank);
     rank.observe_storage(0.2);
     let (reports, mut t) = warm_up_beside_an_equal(4000, |t| rank.next(t).unwrap());
@@ -1123,7 +1192,7 @@ fn an_owner_counts_at_the_end_the_help_it_did_not_see() {
         };
         t += 0.05 * (ids.end - ids.start) as f64;
     }
-    let (mut helper, _) = idle_helper(&mut board);
+    let (mut helper, _) = idle_helper();
     wave_with_open(&mut helper, t, 1);
     let taken = loop {
         match helper.next(t, &mut board).unwrap() {
@@ -1244,4 +1313,58 @@ fn a_late_host_gets_help_from_other_hosts_through_the_shared_board() {
         })
     });
     assert!(crossed, "no rank of another host helped host 1");
+}
+
+/// The lateness worth an SOS is that of the board it goes on. With the
+/// shared storage at 1 s a consultation, an SOS there needs 4 s of
+/// lateness; on the host's board (node-local) it costs next to nothing, so
+/// that a rank 10 % slower than planned posts there once it is a quarter
+/// of a second late. Without a host board it posts nothing: its lateness
+/// (2 s at most) is never worth a post on the shared storage.
+#[test]
+fn an_sos_on_the_host_board_is_not_held_to_the_shared_storage_cost() {
+    use soslb::board::Level;
+    use soslb::board::memory::MemoryBoard;
+    use soslb::clerk::{Clerk, Request};
+    use soslb::policy::Step;
+    for host_board in [true, false] {
+        let mut p = params(Mode::Full, HelpPolicy::Balanced);
+        p.host_board = host_board;
+        let mut rank = rank_of_two_with(0, 4000, p);
+        let mut clerk = Clerk::new(&rank);
+        let mut board = MemoryBoard::new(2);
+        rank.observe_storage(1.0);
+        let (reports, mut t) = warm_up_beside_an_equal(4000, |t| rank.next(t).unwrap());
+        rank.apply_plan(&reports, t).unwrap();
+        let horizon = rank.horizon();
+        let mut posted = None;
+        loop {
+            match rank.next(t).unwrap() {
+                Step::Compute(ids) => t += 0.011 * (ids.end - ids.start) as f64,
+                Step::Ask(Request::Post { level, .. }) => {
+                    posted = Some((level, t));
+                    break;
+                }
+                Step::Ask(r) => {
+                    let reply = clerk.serve(r, &mut board);
+                    rank.reply(reply).unwrap();
+                }
+                _ => break,
+            }
+        }
+        if host_board {
+            let (level, at) = posted.expect("no SOS posted on the host's board");
+            assert_eq!(level, Level::Host);
+            assert!(
+                at < horizon - 5.0,
+                "posted only at {at} (horizon {horizon})"
+            );
+        } else {
+            assert_eq!(posted, None, "posted on the shared storage");
+            assert!(
+                t > horizon,
+                "the rank stopped at {t}, before its horizon {horizon}"
+            );
+        }
+    }
 }
