@@ -1144,9 +1144,13 @@ impl Balancer {
         } = self;
         // Close every descriptor (and the watcher) before the files go.
         drop((discovery, monitor));
-        if clean {
+        // The run directory stays after a failure, for a post-mortem; the
+        // hosts' boards are node-local (a batch system seldom lets anyone
+        // read them after the job) and go whatever the outcome, unless the
+        // config keeps the files. (Every rank is here: the gather above.)
+        if !config.keep {
             comm.quiet_barrier();
-            if comm.rank() == 0 {
+            if clean && comm.rank() == 0 {
                 remove_signal_files(&job_dir, config.log);
             }
             if let Some(dir) = &host_board_dir

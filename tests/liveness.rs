@@ -134,10 +134,30 @@ fn leave(rank: usize, at: &str, when: &str) {
 
 fn leave_in(scenario: &str, rank: usize, at: &str, when: &str) {
     let arg = format!("{rank}:{at}");
-    let job = emulate(8, scenario, &["--leave", &arg], &[]);
+    // The node-local files (the host's board) in a temporary directory of
+    // the job's own: a failed run leaves none behind.
+    let tmp = temp_dir("tmp");
+    let job = emulate(
+        8,
+        scenario,
+        &["--leave", &arg],
+        &[("TMPDIR", tmp.to_str().unwrap())],
+    );
     let text = format!("rank {rank} failed: soslb_finalize was called{when}");
     job.assert_every_rank_failed_with(8, 8, &text);
     assert!(job.stderr.contains("still owned"), "{job}");
+    let left: Vec<PathBuf> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("soslb-")
+        })
+        .collect();
+    assert!(left.is_empty(), "node-local files left: {left:?}\n{job}");
+    let _ = std::fs::remove_dir_all(&tmp);
     let latency = job.seconds_to_verdict("job.0");
     println!(
         "liveness: rank {rank} left at t={at} s: every rank had its error {latency:.3} s later \
