@@ -11,7 +11,9 @@
 #                                    every 1 s and 0.5 s)
 #   scripts/bench.sh sites [MODE...] two sites of two hosts of four ranks:
 #                                    sites16, sites16-one, with the hierarchy
-#                                    and flat (SOSLB_HOSTS=Real SOSLB_SITES=Single)
+#                                    and flat (SOSLB_HOSTS=Real SOSLB_SITES=Single
+#                                    SOSLB_HOST_BOARD=false: on one machine a
+#                                    host board would skip the emulated grid)
 #   scripts/bench.sh next            the fast path of next: ns per call
 #   scripts/bench.sh sim RANKS [MODE] the simulator (one core, virtual clock):
 #                                    fluct16's speeds on RANKS ranks, 16 per
@@ -61,7 +63,7 @@ case "${1:-}" in
     sites) shift
         group "sites16 sites16-one" "${@:-full}"
         echo "flat:"
-        SOSLB_HOSTS=Real SOSLB_SITES=Single group "sites16 sites16-one" "${@:-full}" ;;
+        SOSLB_HOSTS=Real SOSLB_SITES=Single SOSLB_HOST_BOARD=false group "sites16 sites16-one" "${@:-full}" ;;
     "") echo "$usage" >&2; exit 2 ;;
     *) [ $# -eq 2 ] || { echo "$usage" >&2; exit 2; }; run "$1" "$2" ;;
 esac
