@@ -1368,3 +1368,61 @@ fn an_sos_on_the_host_board_is_not_held_to_the_shared_storage_cost() {
         }
     }
 }
+
+/// A helper late on its share while ranks are idle posts an SOS at half
+/// the lateness an owner needs on slow storage (two storage costs, not
+/// four): the idle ranks' time is free, and the share would otherwise end
+/// the job. At 0.5 s a consultation, a helper 1.5 s late posts, one 0.8 s
+/// late does not.
+#[test]
+fn a_helper_late_on_its_share_posts_sooner_while_ranks_idle() {
+    use soslb::board::memory::MemoryBoard;
+    use soslb::clerk::{Clerk, Request};
+    use soslb::config::{Hosts, Sites};
+    use soslb::policy::Step;
+    use soslb::topology::Topology;
+    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
+    // Whether a helper `late` seconds late on its share posts.
+    let posts = |late: f64| {
+        let mut board = MemoryBoard::new(2);
+        let (mut rank, mut t) = idle_rank();
+        let mut clerk = Clerk::new(&rank);
+        rank.observe_storage(0.5);
+        open_sos_of_rank_0(&mut board, t, &IdSet::from_range(1000..2000));
+        wave_with_open(&mut rank, t, 1);
+        // Its share (at the 200 ids per second of its warm-up).
+        while rank.remaining() == 0 {
+            match rank.next(t).unwrap() {
+                Step::Ask(r) => {
+                    let reply = clerk.serve(r, &mut board);
+                    rank.reply(reply).unwrap();
+                }
+                Step::Idle { until } => t = until,
+                s => panic!("{s:?} before the share"),
+            }
+        }
+        // The last wave: rank 0 idle, the job's forecast end `late` seconds
+        // before the share's (50 of the job's 100 ids left).
+        let job_left = rank.remaining() as f64 / rank.speed() - late;
+        assert!(job_left > 1.0, "a share of {} ids", rank.remaining());
+        rank.observe_job(soslb::verdict::Job {
+            completed: 50,
+            speed: 50.0 / job_left,
+            at: t,
+            idle: std::sync::Arc::new(topology.idle_map(1, [0])),
+            open: 1,
+            hosts: Default::default(),
+        });
+        let end = t + 1.0;
+        while t < end {
+            match rank.next(t).unwrap() {
+                Step::Compute(ids) => t += 0.005 * (ids.end - ids.start) as f64,
+                Step::Ask(Request::Post { .. }) => return true,
+                s => panic!("{s:?} while it computes its share"),
+            }
+        }
+        false
+    };
+    assert!(posts(1.5), "a helper 1.5 s late posted no SOS");
+    assert!(!posts(0.8), "a helper 0.8 s late posted an SOS");
+}
