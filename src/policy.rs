@@ -1019,11 +1019,11 @@ impl Rank {
         } else {
             tau
         };
-        // On slow shared storage the reference is the job's forecast end once
-        // the waves tell it, wherever the SOS goes: a horizon that the job as a whole will miss is no
-        // reason for an SOS whose steals are dear (every rank of step16 was
-        // late against it after the slowdown, and helpers that took work
-        // posted in turn: at 50 ms 0.76 → 0.89). On fast storage the
+        // On slow shared storage the reference is the job's forecast end
+        // once the waves tell it, wherever the SOS goes: a horizon that the
+        // job as a whole will miss is no reason for an SOS whose steals are
+        // dear (every rank of step16 was late against it after the slowdown,
+        // and helpers that took work posted in turn: at 50 ms 0.76 → 0.89). On fast storage the
         // horizon, or the job's end when that comes earlier: posting
         // against the job's end alone lost (emulator, when the waves'
         // forecast end still came a wave late: fluct16 0.96 over two runs →

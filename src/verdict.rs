@@ -360,20 +360,28 @@ impl Audit {
 mod tests {
     use super::*;
 
-    fn wave(statuses: &[Status]) -> Words {
-        let n = statuses.len();
-        let top = Topology::new(
+    /// `n` ranks on one host.
+    fn flat(n: usize) -> Topology {
+        Topology::new(
             vec!["m".into(); n],
             &crate::config::Hosts::Real,
             &crate::config::Sites::Single,
-        );
-        statuses
-            .iter()
-            .enumerate()
-            .fold(Words::zero(n, 1), |mut w, (r, s)| {
-                w.merge(&Words::of(s, r, &top));
+        )
+    }
+
+    fn wave(statuses: &[Status]) -> Words {
+        wave_on(statuses, &flat(statuses.len()))
+    }
+
+    /// The reduced words of `statuses`, rank by rank, on `top`.
+    fn wave_on(statuses: &[Status], top: &Topology) -> Words {
+        statuses.iter().enumerate().fold(
+            Words::zero(statuses.len(), top.hosts()),
+            |mut w, (r, s)| {
+                w.merge(&Words::of(s, r, top));
                 w
-            })
+            },
+        )
     }
 
     fn busy(completed: u64) -> Status {
@@ -426,12 +434,7 @@ mod tests {
             status.speed_milli = (v * 1000.0f64).round() as u64;
             status.speed_time_milli = (v * t * 1000.0f64).round() as u64;
         }
-        let topology = Topology::new(
-            vec!["m".into(); 2],
-            &crate::config::Hosts::Real,
-            &crate::config::Sites::Single,
-        );
-        let job = wave(&s).job(&topology);
+        let job = wave(&s).job(&flat(2));
         assert_eq!((job.completed, job.speed), (40, 0.004));
         assert_eq!(job.at, 3.5);
     }
@@ -542,11 +545,7 @@ mod tests {
             ..busy(0)
         };
         let statuses = [status(100, 10), status(50, 40), status(30, 5), status(0, 0)];
-        let mut w = Words::zero(4, 2);
-        for (r, s) in statuses.iter().enumerate() {
-            w.merge(&Words::of(s, r, &top));
-        }
-        let job = w.job(&top);
+        let job = wave_on(&statuses, &top).job(&top);
         assert_eq!(*job.hosts, vec![(150, 50.0), (30, 5.0)]);
         assert_eq!(job.at, 2.0);
         assert_eq!(job.host_end(0), 2.0 + 150.0 / 50.0);

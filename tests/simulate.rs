@@ -1378,10 +1378,7 @@ fn an_sos_on_the_host_board_is_not_held_to_the_shared_storage_cost() {
 fn a_helper_late_on_its_share_posts_sooner_while_ranks_idle() {
     use soslb::board::memory::MemoryBoard;
     use soslb::clerk::{Clerk, Request};
-    use soslb::config::{Hosts, Sites};
     use soslb::policy::Step;
-    use soslb::topology::Topology;
-    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
     // Whether a helper `late` seconds late on its share posts.
     let posts = |late: f64| {
         let mut board = MemoryBoard::new(2);
@@ -1409,7 +1406,7 @@ fn a_helper_late_on_its_share_posts_sooner_while_ranks_idle() {
             completed: 50,
             speed: 50.0 / job_left,
             at: t,
-            idle: std::sync::Arc::new(topology.idle_map(1, [0])),
+            idle: std::sync::Arc::new(rank.topology().idle_map(1, [0])),
             open: 1,
             hosts: Default::default(),
         });
