@@ -145,6 +145,18 @@ pub struct Search {
     pub risk: f64,
     /// Idle and free ranks at the last termination wave.
     pub idle: Arc<IdleMap>,
+    /// The helper looks ahead on fast storage because it is early against
+    /// the job's forecast end, not because it runs out of work: it takes
+    /// only from lasting SOS of slower owners on other hosts that the ranks
+    /// nearer to them cannot close (`Clerk::worth_early` says which).
+    pub early: bool,
+    /// Each host's ids left and speed at the last wave, as of `counted_at`
+    /// seconds ([`crate::verdict::Job::hosts`]).
+    pub hosts: Arc<Vec<(u64, f64)>>,
+    /// See `hosts`.
+    pub counted_at: f64,
+    /// The job's forecast end, seconds since the start.
+    pub job_end: f64,
 }
 
 /// What a clerk answers.
@@ -694,6 +706,9 @@ impl Clerk {
                 });
                 self.topology.free_nearer(map, entry.rank, g) as usize
             };
+            if search.early && !self.worth_early(search, entry, d) {
+                continue;
+            }
             let grace = if d > 0 && self.nearer_closing(search, entry, d, open(d)).is_some() {
                 d as f64 * self.params.grace
             } else {
@@ -744,6 +759,7 @@ impl Clerk {
                 near_helpers,
                 busy_for: search.busy_for,
                 risk: search.risk,
+                least_one: !on_shared,
             };
             match self.steal(entry.rank, entry.seq, &ask, board) {
                 Steal::Success(seq, ids, drained) => {
@@ -820,6 +836,37 @@ impl Clerk {
         // in favour of help.
         let work = (entry.forecast - entry.opened_at).max(0.0) * vo;
         (work / (vo + per_sos * vh) <= d as f64 * self.params.grace).then_some(per_sos)
+    }
+
+    /// Whether a helper that looks ahead while early ([`Search::early`])
+    /// takes from the SOS of `entry`, at distance `d`. Only from an SOS on
+    /// another host, of an owner no faster than the helper, open for a
+    /// speed window (a lasting lateness, not a passing fluctuation), and
+    /// only when the hosts nearer to the owner (its host, or its site) will
+    /// be late as a whole, at the last wave's figures, by more than `d`
+    /// graces of their speed: nearer ranks, early too, close a smaller gap
+    /// themselves, and the host's own ranks help it on its board.
+    /// Simulator: early shares from faster owners traded work back and
+    /// forth between ranks of fluctuating speeds (fluct16 on four hosts,
+    /// without jitter, 0.963 → 0.907; 0.977 without early shares); from
+    /// young SOS they came while the owners' speeds still lagged their
+    /// slowdown (sites16, 12 seeds, 0.923 → 0.909).
+    fn worth_early(&self, search: &Search, entry: &OpenEntry, d: u8) -> bool {
+        if d == 0
+            || search.speed < entry.speed
+            || search.now - entry.opened_at < self.params.speed_window
+        {
+            return false;
+        }
+        let (left, speed) = self
+            .topology
+            .hosts_nearer(entry.rank, d)
+            .filter_map(|h| search.hosts.get(h))
+            .fold((0.0, 0.0), |(l, v), &(left, speed)| {
+                (l + left as f64, v + speed)
+            });
+        let excess = left - speed * (search.job_end - search.counted_at);
+        excess > speed * f64::from(d) * self.params.grace
     }
 
     /// Take a share of the tail of `owner`'s open SOS and append an AID
@@ -957,6 +1004,7 @@ struct Ask {
     near_helpers: f64,
     busy_for: f64,
     risk: f64,
+    least_one: bool,
 }
 
 impl Ask {
@@ -988,6 +1036,7 @@ impl Ask {
                 near_helpers: self.near_helpers,
                 busy_for: self.busy_for,
                 risk: self.risk,
+                least_one: self.least_one,
             },
         )
     }

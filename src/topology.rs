@@ -13,6 +13,8 @@ pub struct Topology {
     /// The hosts and sites numbered in order of first appearance.
     host_ix: Arc<[u32]>,
     site_ix: Arc<[u32]>,
+    /// The site of each host, by host number.
+    host_site: Arc<[u32]>,
 }
 
 /// Number `names` in order of first appearance.
@@ -25,6 +27,15 @@ fn numbered(names: &[String]) -> Arc<[u32]> {
             *seen.entry(n.as_str()).or_insert(k)
         })
         .collect()
+}
+
+/// The site number of each host number.
+fn host_sites(host_ix: &[u32], site_ix: &[u32]) -> Arc<[u32]> {
+    let mut sites = vec![0; host_ix.iter().max().map_or(0, |&m| m as usize + 1)];
+    for (&h, &s) in host_ix.iter().zip(site_ix) {
+        sites[h as usize] = s;
+    }
+    sites.into()
 }
 
 /// What a termination wave tells of the helpers: how many ranks are idle,
@@ -83,9 +94,12 @@ impl Topology {
                     .collect()
             }
         };
+        let host_ix = numbered(&hosts);
+        let site_ix = numbered(&sites);
         Topology {
-            host_ix: numbered(&hosts),
-            site_ix: numbered(&sites),
+            host_site: host_sites(&host_ix, &site_ix),
+            host_ix,
+            site_ix,
             hosts: hosts.into(),
             sites: sites.into(),
         }
@@ -132,6 +146,7 @@ impl Topology {
     pub fn with_measured_sites(mut self, site_of: &[usize]) -> Topology {
         let sites: Vec<String> = site_of.iter().map(|k| format!("msite{k}")).collect();
         self.site_ix = numbered(&sites);
+        self.host_site = host_sites(&self.host_ix, &self.site_ix);
         self.sites = sites.into();
         self
     }
@@ -149,6 +164,18 @@ impl Topology {
             map.on_site[self.site_ix[r] as usize] += 1;
         }
         map
+    }
+
+    /// The hosts nearer to `owner` than distance `d` (by
+    /// [`Topology::host_index`]): none for 0, its host for 1, the hosts of
+    /// its site for 2.
+    pub fn hosts_nearer(&self, owner: usize, d: u8) -> impl Iterator<Item = usize> + '_ {
+        let (host, site) = (self.host_ix[owner], self.site_ix[owner]);
+        (0..self.host_site.len()).filter(move |&h| match d {
+            0 => false,
+            1 => h == host as usize,
+            _ => self.host_site[h] == site,
+        })
     }
 
     /// Free ranks (in `map`) nearer to `owner` than distance `d`: the
@@ -297,6 +324,19 @@ mod tests {
         assert_eq!(t.distance(0, 7), 2);
         let one = Topology::new(names(&["m"; 3]), &Hosts::Real, &Sites::Single);
         assert_eq!(one.first_remote(0), None);
+    }
+
+    #[test]
+    fn the_hosts_nearer_to_an_owner_are_its_host_then_its_sites() {
+        // 2 sites of 2 hosts of 2 ranks: rank 5 on host 2, site 1.
+        let t = Topology::new(vec!["m".into(); 8], &Hosts::Virtual(2), &Sites::Virtual(2));
+        let nearer = |d| t.hosts_nearer(5, d).collect::<Vec<_>>();
+        assert_eq!(nearer(0), Vec::<usize>::new());
+        assert_eq!(nearer(1), [2]);
+        assert_eq!(nearer(2), [2, 3]);
+        // Measured sites replace the virtual ones: hosts 1 and 2 together.
+        let t = t.with_measured_sites(&[0, 0, 1, 1, 1, 1, 2, 2]);
+        assert_eq!(t.hosts_nearer(5, 2).collect::<Vec<_>>(), [1, 2]);
     }
 
     #[test]
