@@ -30,6 +30,7 @@ use crate::ids::IdSet;
 use crate::plan::{HelpPolicy, ShareInput, share};
 use crate::policy::{Params, Rank, Step};
 use crate::topology::{IdleMap, Topology};
+use crate::verdict::hosts_late;
 use std::sync::Arc;
 
 /// What a rank asks of its clerk.
@@ -858,15 +859,12 @@ impl Clerk {
         {
             return false;
         }
-        let (left, speed) = self
-            .topology
-            .hosts_nearer(entry.rank, d)
-            .filter_map(|h| search.hosts.get(h))
-            .fold((0.0, 0.0), |(l, v), &(left, speed)| {
-                (l + left as f64, v + speed)
-            });
-        let excess = left - speed * (search.job_end - search.counted_at);
-        excess > speed * f64::from(d) * self.params.grace
+        hosts_late(
+            &search.hosts,
+            self.topology.hosts_nearer(entry.rank, d),
+            search.job_end - search.counted_at,
+            f64::from(d) * self.params.grace,
+        )
     }
 
     /// Take a share of the tail of `owner`'s open SOS and append an AID

@@ -126,6 +126,25 @@ impl Job {
     }
 }
 
+/// Whether the hosts numbered `hosts` will be late as a whole, at the
+/// per-host figures `figures` ([`Job::hosts`]), by more than `slack`
+/// seconds of their summed speed, if the job's forecast end comes `left`
+/// seconds after the figures' time.
+pub fn hosts_late(
+    figures: &[(u64, f64)],
+    hosts: impl IntoIterator<Item = usize>,
+    left: f64,
+    slack: f64,
+) -> bool {
+    let (ids, speed) = hosts
+        .into_iter()
+        .filter_map(|h| figures.get(h))
+        .fold((0.0, 0.0), |(n, v), &(ids, speed)| {
+            (n + ids as f64, v + speed)
+        });
+    ids - speed * left > speed * slack
+}
+
 /// Words of [`Words::sums`] before the per-host ones.
 const FIXED: usize = 5;
 
