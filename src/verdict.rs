@@ -459,6 +459,20 @@ mod tests {
     }
 
     #[test]
+    fn hosts_are_late_as_a_whole_beyond_a_slack_of_their_speed() {
+        // Host 0: 100 ids at 10/s; host 1: 20 ids at 10/s; the job's end
+        // 5 s away: host 0 is 5 s late, host 1 early, both together 1 s.
+        let figures = [(100, 10.0), (20, 10.0)];
+        assert!(hosts_late(&figures, [0], 5.0, 4.9));
+        assert!(!hosts_late(&figures, [0], 5.0, 5.0));
+        assert!(!hosts_late(&figures, [1], 5.0, 0.0));
+        assert!(hosts_late(&figures, [0, 1], 5.0, 0.9));
+        assert!(!hosts_late(&figures, [0, 1], 5.0, 1.0));
+        // Hosts the figures do not know count for nothing.
+        assert!(!hosts_late(&figures, [7], 5.0, 0.0));
+    }
+
+    #[test]
     fn done_when_the_count_reaches_the_total_and_not_before() {
         let mut j = Judge::new(10, 3);
         assert_eq!(j.judge(&wave(&[busy(3), idle(3), idle(3)])), None);
