@@ -40,7 +40,7 @@ fn host_sites(host_ix: &[u32], site_ix: &[u32]) -> Arc<[u32]> {
 
 /// What a termination wave tells of the helpers: how many ranks are idle,
 /// and how many are free (done with their own quota: idle, or computing
-/// help) on each host and each site: who is nearer to an SOS than a helper
+/// help; or holding a share taken early) on each host and each site: who is nearer to an SOS than a helper
 /// (see [`Topology::free_nearer`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IdleMap {
@@ -327,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn the_hosts_nearer_to_an_owner_are_its_host_then_its_sites() {
+    fn the_hosts_nearer_to_an_owner_are_its_host_then_its_site() {
         // 2 sites of 2 hosts of 2 ranks: rank 5 on host 2, site 1.
         let t = Topology::new(vec!["m".into(); 8], &Hosts::Virtual(2), &Sites::Virtual(2));
         let nearer = |d| t.hosts_nearer(5, d).collect::<Vec<_>>();

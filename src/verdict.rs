@@ -41,8 +41,9 @@ pub struct Status {
     /// An SOS of this rank is open.
     pub sos_open: bool,
     /// The rank is done with its own quota (idle, or computing help), or
-    /// will be within one grace. Free ranks near an SOS are its first
-    /// helpers (a farther helper's grace waits for them).
+    /// will be within one grace, or holds a share taken early
+    /// ([`crate::policy::Rank::is_free`]). Free ranks near an SOS are its
+    /// first helpers (a farther helper's grace waits for them).
     pub free: bool,
     /// Ids the rank owns and has not computed (summed per host, with the
     /// speeds, they tell whether a host as a whole will be late).

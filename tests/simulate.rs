@@ -1271,7 +1271,10 @@ fn near_helpers_close_an_sos_alone_and_post_none_for_their_shares() {
     );
     assert_eq!(early, [1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     let far: usize = shares[8..].iter().sum();
-    assert!(far <= 1, "shares taken from rank 5 by the other site: {shares:?}");
+    assert!(
+        far <= 1,
+        "shares taken from rank 5 by the other site: {shares:?}"
+    );
 }
 
 /// 64 ranks of fluct16's speeds on 4 hosts of 16 (issue 11): with a board
