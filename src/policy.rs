@@ -276,8 +276,8 @@ enum Asking {
     Extend,
     /// Withdrawing the own SOS.
     Withdraw { forecast: f64 },
-    /// Searching for help.
-    Help,
+    /// Searching for help; `early`: see [`Search::early`].
+    Help { early: bool },
     /// Taking the closed SOS out of the index.
     Unlist,
 }
@@ -354,13 +354,13 @@ pub struct Rank {
     looked_ahead: f64,
     /// The job's forecast end, from the last termination wave.
     job_end: f64,
-    /// When the ranks of this rank's host will have computed what they own,
-    /// at the last wave (infinite before).
-    host_end: f64,
     /// Each host's ids left and speed at the last wave, as of `counted_at`
     /// seconds ([`Job::hosts`], [`Job::at`]).
     hosts: Arc<Vec<(u64, f64)>>,
     counted_at: f64,
+    /// When the ranks of this rank's host will have computed what they own,
+    /// at the last wave (infinite before, or when its figures are unknown).
+    host_end: f64,
     /// Idle ranks, and free ranks per host and site, at the last
     /// termination wave.
     idle: Arc<IdleMap>,
@@ -371,8 +371,6 @@ pub struct Rank {
     share_end: f64,
     /// Open SOS at the last termination wave.
     open_sos: u64,
-    /// The search out is a look ahead while early ([`Search::early`]).
-    early_search: bool,
     /// A watcher saw the open index change since the last look at it.
     index_changed: bool,
     /// The chunk being computed and when it was handed out.
@@ -416,14 +414,13 @@ impl Rank {
             extended_at: f64::NEG_INFINITY,
             looked_ahead: f64::NEG_INFINITY,
             job_end: f64::INFINITY,
-            host_end: f64::INFINITY,
             hosts: Arc::default(),
             counted_at: 0.0,
+            host_end: f64::INFINITY,
             idle: Arc::default(),
             free: false,
             share_end: f64::NEG_INFINITY,
             open_sos: 0,
-            early_search: false,
             index_changed: false,
             speed: Speed::new(params.speed_window)
                 .with_steady_window(STEADY_WINDOWS * params.speed_window),
@@ -532,8 +529,8 @@ impl Rank {
         if job.speed > 0.0 {
             self.job_end = job.at + self.total.saturating_sub(job.completed) as f64 / job.speed;
         }
-        self.host_end = job.host_end(self.topology.host_index(self.me));
         self.counted_at = job.at;
+        self.host_end = job.host_end(self.topology.host_index(self.me));
         self.hosts = job.hosts;
         self.idle = job.idle;
         self.open_sos = job.open;
@@ -669,7 +666,7 @@ impl Rank {
             return Err(Error::Internal("a reply without a request".into()));
         };
         if let Some(seconds) = reply.seconds {
-            let level = (asking != Asking::Help).then_some(self.level);
+            let level = (!matches!(asking, Asking::Help { .. })).then_some(self.level);
             self.observe(seconds, reply.looks, level);
         }
         for error in reply.errors {
@@ -718,7 +715,7 @@ impl Rank {
                     self.unlisted = listed;
                 }
             }
-            (Asking::Help, Outcome::Helped { taken, wake }) => match taken {
+            (Asking::Help { early }, Outcome::Helped { taken, wake }) => match taken {
                 Some((owner, seq, ids)) => {
                     self.report.taken += ids.len();
                     self.events.push(Event::AidGiven {
@@ -732,7 +729,7 @@ impl Rank {
                 }
                 // (An early look that found nothing does not hold back the
                 // searches of a rank that runs out of work.)
-                None if self.early_search => {}
+                None if early => {}
                 None => self.search_at = Some(wake),
             },
             (Asking::Unlist, Outcome::Unlisted { listed }) => self.unlisted = listed,
@@ -1136,10 +1133,8 @@ impl Rank {
                             < self.job_end
                                 - EARLY_SLACK * self.steal_cost(0)
                                 - self.params.check_interval)
-                    && now >= self.looked_ahead + self.look_pace(tau - now, shared_slow)
-                    && (shared_slow
-                        || tau - now <= self.look_ahead()
-                        || self.host_late_elsewhere()) =>
+                    && now >= self.looked_ahead + self.look_pace(tau - now)
+                    && (!self.looks_early(tau - now) || self.host_late_elsewhere()) =>
             {
                 self.looked_ahead = now;
                 self.help(now, tau - now);
@@ -1155,16 +1150,24 @@ impl Rank {
         v > 0.0 && (self.lease.len() as f64) < v * (self.cost() + self.params.check_interval)
     }
 
+    /// Whether a look ahead with `busy_for` seconds of own work left is an
+    /// early one on fast shared storage ([`Search::early`]): the rank is
+    /// early against the job's end, not about to run out of work. (On slow
+    /// storage a rank looks ahead early for any SOS: its steals are dear,
+    /// and the waits for them are what looking ahead hides.)
+    fn looks_early(&self, busy_for: f64) -> bool {
+        busy_for > self.look_ahead() && !self.slow(self.storage_cost)
+    }
+
     /// Seconds between two looks ahead of a rank with `busy_for` seconds of
-    /// own work left: an interval of the shared board, or on fast shared
-    /// storage, while it is early rather than about to run out of work,
+    /// own work left: an interval of the shared board, or for an early look
     /// the job's share of [`EARLY_LOOKS`] when that is longer.
-    fn look_pace(&self, busy_for: f64, shared_slow: bool) -> f64 {
+    fn look_pace(&self, busy_for: f64) -> f64 {
         let interval = self.interval_on(self.storage_cost);
-        if shared_slow || busy_for <= self.look_ahead() {
-            interval
-        } else {
+        if self.looks_early(busy_for) {
             interval.max(self.topology.ranks() as f64 / EARLY_LOOKS)
+        } else {
+            interval
         }
     }
 
@@ -1323,10 +1326,7 @@ impl Rank {
         {
             return Some(at);
         }
-        // Early on fast storage: see [`Search::early`]. (On slow storage a
-        // rank looks ahead early for any SOS: its steals are dear, and the
-        // waits for them are what looking ahead hides.)
-        self.early_search = busy_for > self.look_ahead() && !self.slow(self.storage_cost);
+        let early = self.looks_early(busy_for);
         let search = Search {
             now,
             busy_for,
@@ -1343,12 +1343,12 @@ impl Rank {
             steal_cost: [0, 1, 2].map(|d| self.steal_cost(d)),
             risk: self.risk(),
             idle: self.idle.clone(),
-            early: self.early_search,
+            early,
             hosts: self.hosts.clone(),
             counted_at: self.counted_at,
             job_end: self.job_end,
         };
-        self.ask(Request::Help(search), Asking::Help);
+        self.ask(Request::Help(search), Asking::Help { early });
         None
     }
 }
