@@ -1480,3 +1480,69 @@ fn early_shares_do_not_trade_work_between_fluctuating_ranks() {
     let efficiency = s.ideal(16) / out.makespan;
     assert!(efficiency >= 0.95, "efficiency {efficiency:.3}");
 }
+
+/// An early search ([`soslb::clerk::Search::early`]) gives up after four
+/// looks that find nothing: twelve SOS of slower owners on other hosts,
+/// all worth an early look by the index and the hosts' figures, all closed
+/// by the time their records are read. The search reads four records (and
+/// takes those four out of the index), not twelve: without the bound, an
+/// early search at 10,000 ranks read about 150.
+#[test]
+fn an_early_search_gives_up_after_four_empty_looks() {
+    use soslb::board::{Access, Board, OpenEntry, SosState, memory::MemoryBoard};
+    use soslb::clerk::{Clerk, Outcome as Found, Request, Search};
+    use soslb::config::{Hosts, Sites};
+    use soslb::topology::Topology;
+    let topology = Topology::new(vec!["m".into(); 16], &Hosts::Virtual(4), &Sites::Single);
+    let p = params(Mode::Full, HelpPolicy::Balanced);
+    let mut clerk = Clerk::new(&soslb::policy::Rank::new(0, 16_000, p, topology));
+    let mut board = MemoryBoard::new(16);
+    for owner in 4..16 {
+        board
+            .with_sos(owner, Access::Wait, &mut |s| {
+                s.seq = 1;
+                s.state = SosState::Closed;
+            })
+            .unwrap();
+        board
+            .with_index(Access::Wait, &mut |ix| {
+                ix.upsert(OpenEntry {
+                    rank: owner,
+                    seq: 1,
+                    forecast: 100.0,
+                    opened_at: 0.0,
+                    speed: 1.0,
+                })
+            })
+            .unwrap();
+    }
+    let search = Search {
+        now: 10.0,
+        busy_for: 5.0,
+        idle_since: 10.0,
+        woken: false,
+        poll: 0.1,
+        storage_cost: 0.0,
+        interval: 0.25,
+        host_cost: 0.0,
+        host_interval: 0.25,
+        policy: HelpPolicy::Balanced,
+        speed: 10.0,
+        job_left: 10.0,
+        steal_cost: [0.0; 3],
+        risk: 0.0,
+        idle: Default::default(),
+        early: true,
+        // Every host far behind the job's forecast end.
+        hosts: std::sync::Arc::new(vec![(1_000_000, 1.0); 4]),
+        counted_at: 10.0,
+        job_end: 20.0,
+    };
+    let reply = clerk.serve(Request::Help(search), &mut board);
+    assert!(
+        matches!(reply.outcome, Found::Helped { taken: None, .. }),
+        "{reply:?}"
+    );
+    let listed = board.read_index().unwrap().unwrap().entries.len();
+    assert_eq!(listed, 12 - 4, "records read by one early search");
+}
