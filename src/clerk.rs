@@ -30,7 +30,7 @@ use crate::ids::IdSet;
 use crate::plan::{HelpPolicy, ShareInput, share};
 use crate::policy::{Params, Rank, Step};
 use crate::topology::{IdleMap, Topology};
-use crate::verdict::hosts_late;
+use crate::verdict::{hosts_end, hosts_late};
 use std::sync::Arc;
 
 /// Looks that find nothing to take after which an early search
@@ -703,6 +703,7 @@ impl Clerk {
         // poll.
         let mut budget = self.params.poll_interval;
         let mut empty_looks = 0;
+        let site_end = self.early_site_end(search);
         // Open SOS per host and per site: the nearer helpers share themselves
         // among those (counted when first needed, as the waves count free
         // ranks).
@@ -758,7 +759,10 @@ impl Clerk {
                 now,
                 policy: search.policy,
                 helper_speed: search.speed,
-                job_left: search.job_left,
+                job_left: match site_end {
+                    Some(end) if d == 1 => search.job_left.max(end - now),
+                    _ => search.job_left,
+                },
                 steal_cost: if on_shared {
                     search.steal_cost[d.min(2) as usize]
                 } else {
@@ -874,6 +878,25 @@ impl Clerk {
             search.job_end - search.counted_at,
             f64::from(d) * self.params.grace,
         )
+    }
+
+    /// The end to size an early share ([`Search::early`]) from an owner on
+    /// this rank's site to, instead of the job's forecast end: the site's
+    /// own forecast end, at the last wave's per-host figures, when there
+    /// are other sites and this one will be late as a whole by no more
+    /// than their helpers' grace (`2 · grace`). Those wait that long before
+    /// they help, so the site closes its own lateness: shares sized to the
+    /// job's end, which counts the other sites' ranks, left the rest to
+    /// the site's ranks once their quotas ran out, taken in small pieces
+    /// at the end (simulator, sites16-one without jitter: the job ended at
+    /// 11.55 s against 10.72 s for the site alone; 11.09 s with this).
+    fn early_site_end(&self, search: &Search) -> Option<f64> {
+        let site = || self.topology.hosts_nearer(self.me, 2);
+        if !search.early || site().count() == self.topology.hosts() {
+            return None;
+        }
+        let end = search.counted_at + hosts_end(&search.hosts, site());
+        (end - search.job_end <= 2.0 * self.params.grace).then_some(end)
     }
 
     /// Take a share of the tail of `owner`'s open SOS and append an AID

@@ -130,20 +130,37 @@ impl Job {
 /// Whether the hosts numbered `hosts` will be late as a whole, at the
 /// per-host figures `figures` ([`Job::hosts`]), by more than `slack`
 /// seconds of their summed speed, if the job's forecast end comes `left`
-/// seconds after the figures' time.
+/// seconds after the figures' time. Hosts with nothing left never are.
 pub fn hosts_late(
     figures: &[(u64, f64)],
     hosts: impl IntoIterator<Item = usize>,
     left: f64,
     slack: f64,
 ) -> bool {
-    let (ids, speed) = hosts
+    let (ids, speed) = hosts_sums(figures, hosts);
+    ids > 0.0 && ids - speed * left > speed * slack
+}
+
+/// Seconds from the figures' time until the hosts numbered `hosts` finish
+/// their ids left at their summed speed, at the per-host figures `figures`
+/// ([`Job::hosts`]): 0 with nothing left, infinite with no speed.
+pub fn hosts_end(figures: &[(u64, f64)], hosts: impl IntoIterator<Item = usize>) -> f64 {
+    match hosts_sums(figures, hosts) {
+        (ids, _) if ids == 0.0 => 0.0,
+        (ids, speed) if speed > 0.0 => ids / speed,
+        _ => f64::INFINITY,
+    }
+}
+
+/// The ids left and the speed of the hosts numbered `hosts`, summed
+/// (hosts the figures do not know count for nothing).
+fn hosts_sums(figures: &[(u64, f64)], hosts: impl IntoIterator<Item = usize>) -> (f64, f64) {
+    hosts
         .into_iter()
         .filter_map(|h| figures.get(h))
         .fold((0.0, 0.0), |(n, v), &(ids, speed)| {
             (n + ids as f64, v + speed)
-        });
-    ids - speed * left > speed * slack
+        })
 }
 
 /// Words of [`Words::sums`] before the per-host ones.
@@ -471,6 +488,12 @@ mod tests {
         assert!(!hosts_late(&figures, [0, 1], 5.0, 1.0));
         // Hosts the figures do not know count for nothing.
         assert!(!hosts_late(&figures, [7], 5.0, 0.0));
+        // Nothing left is never late, even past the job's forecast end.
+        assert!(!hosts_late(&[(0, 10.0)], [0], -2.0, 1.0));
+        assert_eq!(hosts_end(&figures, [0]), 10.0);
+        assert_eq!(hosts_end(&figures, [0, 1]), 6.0);
+        assert_eq!(hosts_end(&figures, [7]), 0.0);
+        assert_eq!(hosts_end(&[(5, 0.0)], [0]), f64::INFINITY);
     }
 
     #[test]

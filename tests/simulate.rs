@@ -1235,7 +1235,11 @@ fn the_jobs_forecast_end_is_dated_by_the_waves_counts() {
 /// owner's lock), and a helper that keeps its speed posts no SOS for the
 /// share it took (the chains of SOS from helper to helper did). Besides,
 /// the ranks of the other host of its site take one early share each,
-/// before their planned horizon, and the other site none.
+/// before their planned horizon, and the other site none. Those early
+/// shares are sized to the site's forecast end, so the job ends within
+/// 0.6 s of the site's own end (10.72 s: its work after the slowdown at its
+/// speed); sized to the job's forecast end, which counts the other site,
+/// they left the rest to the end, and the job ended at 11.55 s.
 #[test]
 fn near_helpers_close_an_sos_alone_and_post_none_for_their_shares() {
     let s = Scenario::from_file(&Scenario::path_of("sites16-one")).unwrap();
@@ -1274,6 +1278,11 @@ fn near_helpers_close_an_sos_alone_and_post_none_for_their_shares() {
     assert!(
         far <= 1,
         "shares taken from rank 5 by the other site: {shares:?}"
+    );
+    assert!(
+        out.makespan < 11.3,
+        "the job ended at {:.2} s",
+        out.makespan
     );
 }
 
