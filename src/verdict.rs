@@ -146,7 +146,7 @@ pub fn hosts_late(
 /// ([`Job::hosts`]): 0 with nothing left, infinite with no speed.
 pub fn hosts_end(figures: &[(u64, f64)], hosts: impl IntoIterator<Item = usize>) -> f64 {
     match hosts_sums(figures, hosts) {
-        (ids, _) if ids == 0.0 => 0.0,
+        (0.0, _) => 0.0,
         (ids, speed) if speed > 0.0 => ids / speed,
         _ => f64::INFINITY,
     }
