@@ -36,8 +36,9 @@ use std::sync::Arc;
 /// Looks that find nothing to take after which an early search
 /// ([`Search::early`]) gives up: without a bound, each early search at
 /// 10,000 ranks read about 150 SOS records, 87,000 operations in the
-/// busiest second (simulator, `bench.sh sim 10000`; all operations
-/// 700,600 → 549,800, efficiency unchanged). Two lowered sites16.
+/// second that held most of them (simulator, `bench.sh sim 10000`; all
+/// operations 700,600 → 549,800, efficiency 0.956 → 0.954). A bound of
+/// two lowered sites16 (0.925 → 0.922 over 12 seeds).
 const EARLY_EMPTY_LOOKS: u32 = 4;
 
 /// What a rank asks of its clerk.
