@@ -1226,9 +1226,15 @@ impl Rank {
 
     /// The board an SOS goes on: the host's, unless there is none or the
     /// host as a whole will be late against the job's forecast end (its
-    /// ranks will not be free in time to close the SOS among themselves).
+    /// ranks will not be free in time to close the SOS among themselves)
+    /// and there are other hosts to help. (On one host the waves' figures
+    /// still called it late at times, ids that helpers took counted by
+    /// their owners too until these saw the AID: the four slowed ranks of
+    /// step16 moved their SOS to the shared board, where only the same
+    /// ranks could help, through the storage's latency.)
     fn post_level(&self) -> Level {
-        let host_late = self.host_end - self.job_end >= self.params.late_threshold;
+        let host_late =
+            self.host_end - self.job_end >= self.params.late_threshold && self.topology.hosts() > 1;
         if self.params.host_board && !host_late {
             Level::Host
         } else {

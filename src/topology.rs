@@ -117,7 +117,7 @@ impl Topology {
 
     /// Number of hosts.
     pub fn hosts(&self) -> usize {
-        self.host_ix.iter().max().map_or(0, |&m| m as usize + 1)
+        self.host_site.len()
     }
 
     /// The number of rank `r`'s host, below [`Topology::hosts`].

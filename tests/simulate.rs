@@ -1415,6 +1415,60 @@ fn an_sos_on_the_host_board_is_not_held_to_the_shared_storage_cost() {
     }
 }
 
+/// On one host the shared board holds no other helper: an SOS stays on
+/// the host's board even when the waves' figures call the host late as a
+/// whole (on one host they did at times, ids that helpers took counted by
+/// their owners too until these saw the AID, and the slowed ranks of step16
+/// moved their SOS to the shared storage, where only the same ranks could
+/// help). With a second host the same figures move it there.
+#[test]
+fn on_one_host_an_sos_stays_on_the_host_board() {
+    use soslb::board::Level;
+    use soslb::board::memory::MemoryBoard;
+    use soslb::clerk::{Clerk, Request};
+    use soslb::config::{Hosts, Sites};
+    use soslb::policy::Step;
+    use soslb::topology::Topology;
+    for (hosts, figures, want) in [
+        (["h", "h"], vec![(4000, 90.0)], Level::Host),
+        (["h0", "h1"], vec![(4000, 90.0), (0, 10.0)], Level::Shared),
+    ] {
+        let topology = Topology::new(
+            hosts.map(String::from).to_vec(),
+            &Hosts::Real,
+            &Sites::Single,
+        );
+        let mut p = params(Mode::Full, HelpPolicy::Balanced);
+        p.host_board = true;
+        let mut rank = soslb::policy::Rank::new(0, 4000, p, topology);
+        let mut clerk = Clerk::new(&rank);
+        let mut board = MemoryBoard::new(2);
+        let (reports, mut t) = warm_up_beside_an_equal(4000, |t| rank.next(t).unwrap());
+        rank.apply_plan(&reports, t).unwrap();
+        // The host's ids at its speed end 4.4 s after the job's forecast end.
+        rank.observe_job(soslb::verdict::Job {
+            completed: 0,
+            speed: 100.0,
+            at: t,
+            idle: Default::default(),
+            open: 0,
+            hosts: std::sync::Arc::new(figures),
+        });
+        let level = loop {
+            match rank.next(t).unwrap() {
+                Step::Compute(ids) => t += 0.011 * (ids.end - ids.start) as f64,
+                Step::Ask(Request::Post { level, .. }) => break level,
+                Step::Ask(r) => {
+                    let reply = clerk.serve(r, &mut board);
+                    rank.reply(reply).unwrap();
+                }
+                s => panic!("no SOS posted on hosts {hosts:?}: {s:?}"),
+            }
+        };
+        assert_eq!(level, want, "hosts {hosts:?}");
+    }
+}
+
 /// A helper late on its share while ranks are idle posts an SOS at half
 /// the lateness an owner needs on slow storage (two storage costs, not
 /// four): the idle ranks' time is free, and the share would otherwise end
