@@ -656,9 +656,14 @@ fn idle_helper() -> (Inline, f64) {
 /// the warm-up, and rank 0 (never driven) reports a speed that leaves rank
 /// 1 no quota. Also returns the time.
 fn idle_rank() -> (soslb::policy::Rank, f64) {
+    idle_rank_with(params(Mode::Full, HelpPolicy::Balanced))
+}
+
+/// [`idle_rank`] with these parameters.
+fn idle_rank_with(p: Params) -> (soslb::policy::Rank, f64) {
     use soslb::plan::WarmupReport;
     use soslb::policy::Step;
-    let mut rank = rank_of_two(1, 100);
+    let mut rank = rank_of_two_with(1, 100, p);
     let mut t = 0.0;
     let report = loop {
         match rank.next(t).unwrap() {
@@ -1473,7 +1478,8 @@ fn on_one_host_an_sos_stays_on_the_host_board() {
 /// the lateness an owner needs on slow storage (two storage costs, not
 /// four): the idle ranks' time is free, and the share would otherwise end
 /// the job. At 0.5 s a consultation, a helper 1.5 s late posts, one 0.8 s
-/// late does not.
+/// late does not. (Without a host board: on it, which costs next to
+/// nothing, a helper posts at the configured lateness.)
 #[test]
 fn a_helper_late_on_its_share_posts_sooner_while_ranks_idle() {
     use soslb::board::memory::MemoryBoard;
@@ -1482,7 +1488,9 @@ fn a_helper_late_on_its_share_posts_sooner_while_ranks_idle() {
     // Whether a helper `late` seconds late on its share posts.
     let posts = |late: f64| {
         let mut board = MemoryBoard::new(2);
-        let (mut rank, mut t) = idle_rank();
+        let mut p = params(Mode::Full, HelpPolicy::Balanced);
+        p.host_board = false;
+        let (mut rank, mut t) = idle_rank_with(p);
         let mut clerk = Clerk::new(&rank);
         rank.observe_storage(0.5);
         open_sos_of_rank_0(&mut board, t, &IdSet::from_range(1000..2000));
