@@ -774,6 +774,7 @@ impl Clerk {
                 busy_for: search.busy_for,
                 risk: search.risk,
                 least_one: !on_shared,
+                dear_steal: self.params.late_threshold,
             };
             match self.steal(entry.rank, entry.seq, &ask, board) {
                 Steal::Success(seq, ids, drained) => {
@@ -1036,6 +1037,7 @@ struct Ask {
     busy_for: f64,
     risk: f64,
     least_one: bool,
+    dear_steal: f64,
 }
 
 impl Ask {
@@ -1068,6 +1070,7 @@ impl Ask {
                 busy_for: self.busy_for,
                 risk: self.risk,
                 least_one: self.least_one,
+                dear_steal: self.dear_steal,
             },
         )
     }
