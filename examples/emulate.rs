@@ -211,6 +211,8 @@ fn run_once(
     let (mut quiet_ops, mut quiet_time) = (0u64, 0.0f64);
     // File operations in each second of the run (init's in the first).
     let (mut per_second, mut counted) = (Vec::<u64>::new(), 0u64);
+    // When the last realisation ended.
+    let mut last_done = 0.0f64;
     loop {
         let t = t0.elapsed().as_secs_f64();
         if leave_at.is_some_and(|l| t >= l) {
@@ -239,12 +241,16 @@ fn run_once(
         per_second[second] += lb.file_ops() - counted;
         counted = lb.file_ops();
         let t_chunk = Instant::now();
+        let any = !ids.is_empty();
         for id in ids {
             let t = t0.elapsed().as_secs_f64();
             std::thread::sleep(Duration::from_secs_f64(scenario.duration(me, id, t)));
             let x = (id as f64).sqrt();
             lb.add(&vec![x; observables]).map_err(|e| e.to_string())?;
             computed.push(id);
+        }
+        if any {
+            last_done = t0.elapsed().as_secs_f64();
         }
         if quiet {
             quiet_time += t_chunk.elapsed().as_secs_f64();
@@ -310,10 +316,12 @@ fn run_once(
         root.gather_into_root(&per_check, &mut per_checks[..]);
         let mut cpus = vec![0.0f64; ranks];
         root.gather_into_root(&cpu, &mut cpus[..]);
+        let mut lasts = vec![0.0f64; ranks];
+        root.gather_into_root(&last_done, &mut lasts[..]);
         for (r, rep) in summary.iter().flat_map(|s| s.ranks.iter()).enumerate() {
             println!(
                 "rank: {r} computed={} true_speed={:.3} warmup_speed={:.6} planned={} taken={} given={} sos={} \
-                 file_ops_per_check_without_sos={:.3} cpu_run_s={:.3}",
+                 file_ops_per_check_without_sos={:.3} cpu_run_s={:.3} busy_s={:.2} last_s={:.2}",
                 rep.computed,
                 scenario.speed(r, 0.0) / scenario.base,
                 rep.warmup_speed,
@@ -322,7 +330,9 @@ fn run_once(
                 rep.given,
                 rep.sos_posted,
                 per_checks[r],
-                cpus[r]
+                cpus[r],
+                rep.busy,
+                lasts[r]
             );
         }
         if let Some(st) = summary.as_ref().and_then(|s| s.statistics.first()) {
@@ -362,6 +372,7 @@ fn run_once(
         root.gather_varcount_into(&computed[..]);
         root.gather_into(&per_check);
         root.gather_into(&cpu);
+        root.gather_into(&last_done);
     }
     match error {
         None => Ok(()),
