@@ -697,6 +697,7 @@ impl Balancer {
             speed_milli: (speed * 1000.0).round() as u64,
             speed_time_milli: (speed * now * 1000.0).round() as u64,
             sos_open: self.rank.sos_open(),
+            sos_on_host: self.rank.sos_on_host(),
             free: self.rank.is_free(),
             remaining: self.rank.remaining(),
         }

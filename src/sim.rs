@@ -245,6 +245,13 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                     (0..p).filter(|&r| ranks[r].is_free()),
                 )),
                 open: ranks.iter().filter(|r| r.sos_open()).count() as u64,
+                host_open: Arc::new(ranks.iter().enumerate().fold(
+                    vec![0; topology.hosts()],
+                    |mut open, (r, rank)| {
+                        open[topology.host_index(r)] += rank.sos_on_host() as u64;
+                        open
+                    },
+                )),
                 hosts: Arc::new(ranks.iter().enumerate().fold(
                     vec![(0, 0.0); topology.hosts()],
                     |mut hosts, (r, rank)| {

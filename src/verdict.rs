@@ -40,6 +40,8 @@ pub struct Status {
     pub speed_time_milli: u64,
     /// An SOS of this rank is open.
     pub sos_open: bool,
+    /// That SOS is on the host's board, which only the host's ranks reach.
+    pub sos_on_host: bool,
     /// The rank is done with its own quota (idle, or computing help), or
     /// will be within one grace, or holds a share taken early
     /// ([`crate::policy::Rank::is_free`]). Free ranks near an SOS are its
@@ -66,6 +68,7 @@ impl Status {
             speed_milli: 0,
             speed_time_milli: 0,
             sos_open: false,
+            sos_on_host: false,
             free: false,
             remaining: 0,
         }
@@ -113,9 +116,23 @@ pub struct Job {
     /// Each host's ids left (owned and not computed) and summed speed,
     /// realisations per second, by [`Topology::host_index`].
     pub hosts: Arc<Vec<(u64, f64)>>,
+    /// SOS open on each host's board, by [`Topology::host_index`] (empty
+    /// when not counted: all are taken as reachable).
+    pub host_open: Arc<Vec<u64>>,
 }
 
 impl Job {
+    /// Open SOS that a rank of host `h` can reach: those on the shared
+    /// board and on its own host's board. (Counted as reachable, the SOS
+    /// on other hosts' boards sent ranks looking ahead on slow storage to
+    /// a search that found nothing, and their next look came a pace of
+    /// several seconds later.)
+    pub fn reachable_open(&self, h: usize) -> u64 {
+        let elsewhere: u64 =
+            self.host_open.iter().sum::<u64>() - self.host_open.get(h).copied().unwrap_or(0);
+        self.open.saturating_sub(elsewhere)
+    }
+
     /// When host `h`'s ranks together will have computed the ids they own,
     /// at their summed speed (infinite when it is not known).
     pub fn host_end(&self, h: usize) -> f64 {
@@ -166,12 +183,16 @@ fn hosts_sums(figures: &[(u64, f64)], hosts: impl IntoIterator<Item = usize>) ->
 /// Words of [`Words::sums`] before the per-host ones.
 const FIXED: usize = 5;
 
+/// Words of [`Words::sums`] per host.
+const PER_HOST: usize = 3;
+
 /// The words of one wave: `sums` are added, `bits` are or-ed over the ranks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Words {
     /// `[completed, stop requests, speed in thousandths of a realisation
     /// per second, open SOS, speed times time of joining in thousandths]`,
-    /// then for each host its ids left and its speed in thousandths.
+    /// then for each host its ids left, its speed in thousandths and the
+    /// SOS open on its board.
     pub sums: Vec<u64>,
     /// Bitmaps of failed, busy and free ranks ([`Status::free`]), `⌈P/64⌉`
     /// words each.
@@ -183,7 +204,7 @@ impl Words {
     /// and `hosts` hosts.
     pub fn zero(ranks: usize, hosts: usize) -> Words {
         Words {
-            sums: vec![0; FIXED + 2 * hosts],
+            sums: vec![0; FIXED + PER_HOST * hosts],
             bits: vec![0; 3 * ranks.div_ceil(64)],
         }
     }
@@ -207,9 +228,10 @@ impl Words {
             status.sos_open as u64,
             status.speed_time_milli,
         ]);
-        let h = FIXED + 2 * topology.host_index(me);
+        let h = FIXED + PER_HOST * topology.host_index(me);
         w.sums[h] = status.remaining;
         w.sums[h + 1] = status.speed_milli;
+        w.sums[h + 2] = status.sos_on_host as u64;
         let words = ranks.div_ceil(64);
         let bit = 1u64 << (me % 64);
         for (k, set) in [status.failed, status.busy, status.free]
@@ -244,8 +266,14 @@ impl Words {
             open: self.sums[3],
             hosts: Arc::new(
                 self.sums[FIXED..]
-                    .chunks_exact(2)
+                    .chunks_exact(PER_HOST)
                     .map(|h| (h[0], h[1] as f64 / 1000.0))
+                    .collect(),
+            ),
+            host_open: Arc::new(
+                self.sums[FIXED..]
+                    .chunks_exact(PER_HOST)
+                    .map(|h| h[2])
                     .collect(),
             ),
         }
@@ -435,6 +463,28 @@ mod tests {
             free: true,
             ..Status::default()
         }
+    }
+
+    #[test]
+    fn a_rank_reaches_the_shared_board_and_its_own_hosts_board_only() {
+        let top = Topology::new(
+            ["a", "a", "b", "b"].map(String::from).to_vec(),
+            &crate::config::Hosts::Real,
+            &crate::config::Sites::Single,
+        );
+        let shared = Status {
+            sos_open: true,
+            ..busy(0)
+        };
+        let on_host = Status {
+            sos_on_host: true,
+            ..shared
+        };
+        let job = wave_on(&[on_host, on_host, shared, busy(0)], &top).job(&top);
+        assert_eq!(job.open, 3);
+        assert_eq!(*job.host_open, [2, 0]);
+        assert_eq!(job.reachable_open(0), 3);
+        assert_eq!(job.reachable_open(1), 1);
     }
 
     #[test]

@@ -693,6 +693,7 @@ fn wave_with_open(rank: &mut soslb::policy::Rank, t: f64, open: u64) {
         idle: Default::default(),
         open,
         hosts: Default::default(),
+        host_open: Default::default(),
     });
 }
 
@@ -1228,6 +1229,7 @@ fn the_jobs_forecast_end_is_dated_by_the_waves_counts() {
         idle: Default::default(),
         open: 0,
         hosts: Default::default(),
+        host_open: Default::default(),
     });
     assert_eq!(rank.job_end(), 35.0);
 }
@@ -1423,44 +1425,69 @@ fn an_sos_on_the_host_board_is_not_held_to_the_shared_storage_cost() {
     }
 }
 
+/// Rank 0 of 4,000 realisations beside an equal, ranks on `hosts`, with
+/// host boards, past its plan, its shared storage measured at `storage`
+/// seconds a consultation (0: not measured); its clerk and board, and the
+/// time.
+fn planned_on_hosts(
+    hosts: [&str; 2],
+    storage: f64,
+) -> (
+    soslb::policy::Rank,
+    soslb::clerk::Clerk,
+    soslb::board::memory::MemoryBoard,
+    f64,
+) {
+    use soslb::config::{Hosts, Sites};
+    let topology = soslb::topology::Topology::new(
+        hosts.map(String::from).to_vec(),
+        &Hosts::Real,
+        &Sites::Single,
+    );
+    let mut p = params(Mode::Full, HelpPolicy::Balanced);
+    p.host_board = true;
+    let mut rank = soslb::policy::Rank::new(0, 4000, p, topology);
+    let clerk = soslb::clerk::Clerk::new(&rank);
+    let board = soslb::board::memory::MemoryBoard::new(2);
+    let (reports, t) = warm_up_beside_an_equal(4000, |t| rank.next(t).unwrap());
+    rank.apply_plan(&reports, t).unwrap();
+    if storage > 0.0 {
+        rank.observe_storage(storage);
+    }
+    (rank, clerk, board, t)
+}
+
 /// On one host the shared board holds no other helper: an SOS stays on
 /// the host's board even when the waves' figures call the host late as a
 /// whole (on one host they did at times, ids that helpers took counted by
 /// their owners too until these saw the AID, and the slowed ranks of step16
 /// moved their SOS to the shared storage, where only the same ranks could
-/// help). With a second host the same figures move it there.
+/// help). With a second host the same figures move it there, unless the
+/// host is late by less than four consultations of the shared storage
+/// (2.4 s at 0.6 s each): help from other hosts would come later than the
+/// host's own ranks.
 #[test]
 fn on_one_host_an_sos_stays_on_the_host_board() {
     use soslb::board::Level;
-    use soslb::board::memory::MemoryBoard;
-    use soslb::clerk::{Clerk, Request};
-    use soslb::config::{Hosts, Sites};
+    use soslb::clerk::Request;
     use soslb::policy::Step;
-    use soslb::topology::Topology;
-    for (hosts, figures, want) in [
-        (["h", "h"], vec![(4000, 90.0)], Level::Host),
-        (["h0", "h1"], vec![(4000, 90.0), (0, 10.0)], Level::Shared),
+    // The host's ids at its speed end 2.2 s after the job's forecast end.
+    let late = vec![(2000, 90.0), (0, 10.0)];
+    for (hosts, figures, storage, want) in [
+        (["h", "h"], vec![(4000, 180.0)], 0.0, Level::Host),
+        (["h0", "h1"], late.clone(), 0.0, Level::Shared),
+        (["h0", "h1"], late, 0.6, Level::Host),
     ] {
-        let topology = Topology::new(
-            hosts.map(String::from).to_vec(),
-            &Hosts::Real,
-            &Sites::Single,
-        );
-        let mut p = params(Mode::Full, HelpPolicy::Balanced);
-        p.host_board = true;
-        let mut rank = soslb::policy::Rank::new(0, 4000, p, topology);
-        let mut clerk = Clerk::new(&rank);
-        let mut board = MemoryBoard::new(2);
-        let (reports, mut t) = warm_up_beside_an_equal(4000, |t| rank.next(t).unwrap());
-        rank.apply_plan(&reports, t).unwrap();
-        // The host's ids at its speed end 4.4 s after the job's forecast end.
+        let (mut rank, mut clerk, mut board, mut t) = planned_on_hosts(hosts, storage);
+        // The job's forecast end: 4,000 ids at 200 per second.
         rank.observe_job(soslb::verdict::Job {
             completed: 0,
-            speed: 100.0,
+            speed: 200.0,
             at: t,
             idle: Default::default(),
             open: 0,
             hosts: std::sync::Arc::new(figures),
+            host_open: Default::default(),
         });
         let level = loop {
             match rank.next(t).unwrap() {
@@ -1473,8 +1500,118 @@ fn on_one_host_an_sos_stays_on_the_host_board() {
                 s => panic!("no SOS posted on hosts {hosts:?}: {s:?}"),
             }
         };
-        assert_eq!(level, want, "hosts {hosts:?}");
+        assert_eq!(level, want, "hosts {hosts:?}, storage {storage} s");
     }
+}
+
+/// On slow shared storage (0.6 s a consultation) an SOS on the host's
+/// board moves to the shared board only when a post there pays. Posted on
+/// the host's board (its host 1 s late as a whole, under four
+/// consultations), then with its host 10 s late but the rank itself 2 s
+/// late against the job's forecast end, it stays where the host's ranks
+/// reach it; 12 s late, it is withdrawn and posted on the shared board at
+/// once, with no work handed out between.
+#[test]
+fn on_slow_storage_an_sos_moves_to_the_shared_board_when_a_post_pays_there() {
+    use soslb::board::Level;
+    use soslb::board::memory::MemoryBoard;
+    use soslb::clerk::{Clerk, OwnOp, Request};
+    use soslb::policy::Step;
+    let (mut rank, mut clerk, mut board, mut t) = planned_on_hosts(["h0", "h1"], 0.6);
+    // Steps for at most 3 s, requests served, until `stop` says so; before
+    // each, a wave: the rank `late.0` s late against the job's forecast
+    // end, its host `late.1` s late as a whole.
+    fn run(
+        rank: &mut soslb::policy::Rank,
+        clerk: &mut Clerk,
+        board: &mut MemoryBoard,
+        t: &mut f64,
+        late: (f64, f64),
+        stop: &dyn Fn(&Request) -> bool,
+    ) -> Option<Request> {
+        let end = *t + 3.0;
+        while *t < end {
+            let left = rank.remaining() as f64 / rank.speed() - late.0;
+            rank.observe_job(soslb::verdict::Job {
+                completed: 0,
+                speed: 4000.0 / left,
+                at: *t,
+                idle: Default::default(),
+                open: 1,
+                hosts: std::sync::Arc::new(vec![
+                    (rank.remaining(), rank.remaining() as f64 / (left + late.1)),
+                    (0, 100.0),
+                ]),
+                host_open: Default::default(),
+            });
+            match rank.next(*t).unwrap() {
+                Step::Compute(ids) => *t += 0.011 * (ids.end - ids.start) as f64,
+                Step::Ask(r) if stop(&r) => return Some(r),
+                Step::Ask(r) => {
+                    let reply = clerk.serve(r, board);
+                    rank.reply(reply).unwrap();
+                }
+                s => panic!("{s:?} at {t}"),
+            }
+        }
+        None
+    }
+    let (c, b) = (&mut clerk, &mut board);
+    let post = run(&mut rank, c, b, &mut t, (2.0, 1.0), &|r| {
+        matches!(r, Request::Post { .. })
+    });
+    assert!(
+        matches!(
+            post,
+            Some(Request::Post {
+                level: Level::Host,
+                ..
+            })
+        ),
+        "{post:?}"
+    );
+    let withdraw = |r: &Request| {
+        matches!(
+            r,
+            Request::Own {
+                op: OwnOp::Withdraw,
+                ..
+            }
+        )
+    };
+    let reply = clerk.serve(post.unwrap(), &mut board);
+    rank.reply(reply).unwrap();
+    let moved = run(
+        &mut rank,
+        &mut clerk,
+        &mut board,
+        &mut t,
+        (2.0, 10.0),
+        &withdraw,
+    );
+    assert!(moved.is_none(), "withdrawn 2 s late: {moved:?}");
+    let moved = run(
+        &mut rank,
+        &mut clerk,
+        &mut board,
+        &mut t,
+        (12.0, 10.0),
+        &withdraw,
+    )
+    .expect("no move 12 s late");
+    let reply = clerk.serve(moved, &mut board);
+    rank.reply(reply).unwrap();
+    let step = rank.next(t).unwrap();
+    assert!(
+        matches!(
+            step,
+            Step::Ask(Request::Post {
+                level: Level::Shared,
+                ..
+            })
+        ),
+        "after the withdrawal: {step:?}"
+    );
 }
 
 /// A helper late on its share while ranks are idle posts an SOS at half
@@ -1520,6 +1657,7 @@ fn a_helper_late_on_its_share_posts_sooner_while_ranks_idle() {
             idle: std::sync::Arc::new(rank.topology().idle_map(1, [0])),
             open: 1,
             hosts: Default::default(),
+            host_open: Default::default(),
         });
         let end = t + 1.0;
         while t < end {
