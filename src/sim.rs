@@ -236,6 +236,15 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             next_wave = now + params.check_interval;
         }
         if now >= next_join && joined.is_none() {
+            // Each host's ids left and speed, and the SOS open on its board.
+            let mut hosts = vec![(0, 0.0); topology.hosts()];
+            let mut host_open = vec![0; topology.hosts()];
+            for (r, rank) in ranks.iter().enumerate() {
+                let h = topology.host_index(r);
+                hosts[h].0 += rank.remaining();
+                hosts[h].1 += rank.speed();
+                host_open[h] += rank.sos_on_host() as u64;
+            }
             joined = Some(Job {
                 completed,
                 speed: ranks.iter().map(Rank::speed).sum(),
@@ -245,22 +254,8 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                     (0..p).filter(|&r| ranks[r].is_free()),
                 )),
                 open: ranks.iter().filter(|r| r.sos_open()).count() as u64,
-                host_open: Arc::new(ranks.iter().enumerate().fold(
-                    vec![0; topology.hosts()],
-                    |mut open, (r, rank)| {
-                        open[topology.host_index(r)] += rank.sos_on_host() as u64;
-                        open
-                    },
-                )),
-                hosts: Arc::new(ranks.iter().enumerate().fold(
-                    vec![(0, 0.0); topology.hosts()],
-                    |mut hosts, (r, rank)| {
-                        let h = &mut hosts[topology.host_index(r)];
-                        h.0 += rank.remaining();
-                        h.1 += rank.speed();
-                        hosts
-                    },
-                )),
+                host_open: Arc::new(host_open),
+                hosts: Arc::new(hosts),
             });
             next_join = next_wave + 0.5 * params.check_interval;
         }

@@ -254,6 +254,10 @@ impl Words {
         let set = |map: &[u64], r: usize| map.get(r / 64).is_some_and(|w| w >> (r % 64) & 1 == 1);
         let ranks = 0..topology.ranks();
         let idle = ranks.clone().filter(|&r| !set(busy, r)).count();
+        let (hosts, host_open) = self.sums[FIXED..]
+            .chunks_exact(PER_HOST)
+            .map(|h| ((h[0], h[1] as f64 / 1000.0), h[2]))
+            .unzip();
         Job {
             completed: self.sums[0],
             speed: self.sums[2] as f64 / 1000.0,
@@ -264,18 +268,8 @@ impl Words {
             },
             idle: Arc::new(topology.idle_map(idle, ranks.filter(|&r| set(free, r)))),
             open: self.sums[3],
-            hosts: Arc::new(
-                self.sums[FIXED..]
-                    .chunks_exact(PER_HOST)
-                    .map(|h| (h[0], h[1] as f64 / 1000.0))
-                    .collect(),
-            ),
-            host_open: Arc::new(
-                self.sums[FIXED..]
-                    .chunks_exact(PER_HOST)
-                    .map(|h| h[2])
-                    .collect(),
-            ),
+            hosts: Arc::new(hosts),
+            host_open: Arc::new(host_open),
         }
     }
 
