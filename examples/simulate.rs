@@ -7,8 +7,10 @@
 //! ```
 //!
 //! Usage: `simulate SCENARIO MODE [--storage-delay S] [--seed N] [--jitter F]
-//! [--ranks-per-host N] [--hosts-per-site N] [--trace]`; `--trace` prints every
-//! rank's plan, SOS and AID events on stderr, in time order. SCENARIO is a name of
+//! [--ranks-per-host N] [--hosts-per-site N] [--trace] [--ops]`; `--trace` prints every
+//! rank's plan, SOS and AID events on stderr, in time order; `--ops` prints
+//! the shared-storage operations of each second by the kind of request that
+//! made them (`second=<s> storage_ops post=<n> look=<n> help=<n> unlist=<n>`). SCENARIO is a name of
 //! `examples/scenarios/` or a file; MODE is `static`, `warmup` or `full`.
 //! The settings are soslb's: `soslb.ron` or `SOSLB_CONFIG`, and `SOSLB_*`
 //! variables (`SOSLB_STORAGE_DELAY` is the default of `--storage-delay`).
@@ -16,7 +18,7 @@
 use soslb::config::{Config, Mode};
 use soslb::policy::{Event, Params};
 use soslb::scenario::Scenario;
-use soslb::sim::{Options, simulate};
+use soslb::sim::{Options, REQUESTS, simulate};
 use std::process::ExitCode;
 
 fn number<T: std::str::FromStr>(
@@ -30,7 +32,7 @@ fn number<T: std::str::FromStr>(
 
 fn run() -> Result<String, String> {
     let usage = "usage: simulate SCENARIO static|warmup|full [--storage-delay S] [--seed N] \
-                 [--jitter F] [--ranks-per-host N] [--hosts-per-site N] [--trace]";
+                 [--jitter F] [--ranks-per-host N] [--hosts-per-site N] [--trace] [--ops]";
     let mut it = std::env::args().skip(1);
     let scenario = Scenario::from_file(&Scenario::path_of(&it.next().ok_or(usage)?))
         .map_err(|e| e.to_string())?;
@@ -42,7 +44,7 @@ fn run() -> Result<String, String> {
     };
     let mut config = Config::load(None).map_err(|e| e.to_string())?;
     config.mode = mode;
-    let mut trace = false;
+    let (mut trace, mut ops) = (false, false);
     let mut opts = Options {
         storage_delay: config.storage_delay,
         ..Options::default()
@@ -55,6 +57,7 @@ fn run() -> Result<String, String> {
             "--ranks-per-host" => opts.ranks_per_host = number(&mut it, &flag)?,
             "--hosts-per-site" => opts.hosts_per_site = number(&mut it, &flag)?,
             "--trace" => trace = true,
+            "--ops" => ops = true,
             _ => return Err(format!("unknown argument {flag:?}; {usage}")),
         }
     }
@@ -69,6 +72,16 @@ fn run() -> Result<String, String> {
                 "rank={rank:3} finished={t:.3} computed={} busy_s={:.2} storage_s={storage:.2}",
                 r.computed, r.busy
             );
+        }
+    }
+    if ops {
+        for (second, kinds) in out.storage_ops.iter().enumerate() {
+            let by: Vec<String> = REQUESTS
+                .iter()
+                .zip(kinds)
+                .map(|(kind, n)| format!("{kind}={n}"))
+                .collect();
+            eprintln!("second={second} storage_ops {}", by.join(" "));
         }
     }
     let missing = out.counts.iter().filter(|&&c| c == 0).count();
@@ -88,8 +101,8 @@ fn run() -> Result<String, String> {
         scenario.realisations,
         out.makespan,
         ideal / out.makespan,
-        out.storage_ops.iter().max().unwrap_or(&0),
-        out.storage_ops.iter().sum::<u64>(),
+        out.storage_ops_per_second().max().unwrap_or(0),
+        out.storage_ops_per_second().sum::<u64>(),
     ))
 }
 

@@ -15,11 +15,13 @@
 #                                    SOSLB_HOST_BOARD=false: on one machine a
 #                                    host board would skip the emulated grid)
 #   scripts/bench.sh next            the fast path of next: ns per call
-#   scripts/bench.sh sim RANKS [MODE] the simulator (one core, virtual clock):
-#                                    fluct16's speeds on RANKS ranks, 16 per
-#                                    virtual host, Z = 375 RANKS
+#   scripts/bench.sh sim RANKS [MODE [OPTION...]] the simulator (one core,
+#                                    virtual clock): fluct16's speeds on RANKS
+#                                    ranks, 16 per virtual host, Z = 375 RANKS;
+#                                    options go to examples/simulate (--ops:
+#                                    operations per second by request kind)
 . "$(dirname "$0")/setup.sh"
-usage="usage: scripts/bench.sh SCENARIO static|warmup|full | all|tail|wide|sites [MODE...] | next | sim RANKS [MODE]"
+usage="usage: scripts/bench.sh SCENARIO static|warmup|full | all|tail|wide|sites [MODE...] | next | sim RANKS [MODE [OPTION...]]"
 cargo build --release --examples
 
 run() {
@@ -43,14 +45,15 @@ group() {
     done
 }
 
-# The simulator on $1 ranks of fluct16's speeds, in mode $2 (default full).
+# The simulator on $1 ranks of fluct16's speeds, in mode $2 (default full),
+# with the options that follow.
 sim() {
     case "${1:-}" in ''|*[!0-9]*) echo "bench: sim needs a number of ranks; $usage" >&2; exit 2 ;; esac
     local file
     file=$(mktemp --suffix=.ron)
     printf '(name: "sim", ranks: %d, realisations: %d, base: 0.02,\n speed: [Classes([1.0, 0.5, 0.25, 0.1], 4), Fluctuate(seed: 42, period: 2.0)])\n' \
         "$1" $((375 * $1)) > "$file"
-    target/release/examples/simulate "$file" "${2:-full}" --ranks-per-host 16
+    target/release/examples/simulate "$file" "${2:-full}" --ranks-per-host 16 "${@:3}"
     rm -f "$file"
 }
 

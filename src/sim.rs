@@ -16,7 +16,7 @@
 
 use crate::board::Board;
 use crate::board::memory::MemoryBoard;
-use crate::clerk::{Clerk, Reply};
+use crate::clerk::{Clerk, Reply, Request};
 use crate::config::{Hosts, Sites};
 use crate::error::{Error, Result};
 use crate::plan::WarmupReport;
@@ -86,11 +86,25 @@ pub struct Outcome {
     /// When each rank finished its last realisation, seconds.
     pub finish: Vec<f64>,
     /// Shared-storage operations (as the file board would do them) in each
-    /// second of the run, over all ranks.
-    pub storage_ops: Vec<u64>,
+    /// second of the run, over all ranks, by the kind of request that made
+    /// them (in the order of [`REQUESTS`]).
+    pub storage_ops: Vec<[u64; REQUESTS.len()]>,
     /// Seconds each rank's clerk spent in shared-storage operations (the
     /// rank computes meanwhile).
     pub storage_seconds: Vec<f64>,
+}
+
+/// The kinds of request whose shared-storage operations
+/// [`Outcome::storage_ops`] counts apart: a post of an SOS, an owner's look
+/// at its open SOS (refresh, lease extension, withdrawal), a search for
+/// help (index reads and steals), and the unlisting of a closed SOS.
+pub const REQUESTS: [&str; 4] = ["post", "look", "help", "unlist"];
+
+impl Outcome {
+    /// Shared-storage operations in each second of the run, of all kinds.
+    pub fn storage_ops_per_second(&self) -> impl Iterator<Item = u64> + '_ {
+        self.storage_ops.iter().map(|kinds| kinds.iter().sum())
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -214,7 +228,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     let mut next_join = 0.5 * params.check_interval;
     let mut joined: Option<Job> = None;
     let mut handled = 0u64;
-    let mut storage_ops: Vec<u64> = Vec::new();
+    let mut storage_ops: Vec<[u64; REQUESTS.len()]> = Vec::new();
     let mut storage_seconds = vec![0.0; p];
     while let Some(Reverse((Time(now), _, i, call))) = queue.pop() {
         if call != calls[i] {
@@ -278,6 +292,12 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         // reply arrives when those operations are done, and the rank
         // computes meanwhile.
         while let Step::Ask(request) = step {
+            let kind = match request {
+                Request::Post { .. } => 0,
+                Request::Own { .. } => 1,
+                Request::Help(_) => 2,
+                Request::Unlist(_) => 3,
+            };
             let ops = board.ops();
             if opts.storage_delay > 0.0 || distance_delay > 0.0 {
                 board.set_clock(now, opts.storage_delay, i);
@@ -288,9 +308,9 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             let seconds = touched as f64 * opts.storage_delay + board.waited();
             let second = now as usize;
             if storage_ops.len() <= second {
-                storage_ops.resize(second + 1, 0);
+                storage_ops.resize(second + 1, [0; REQUESTS.len()]);
             }
-            storage_ops[second] += touched;
+            storage_ops[second][kind] += touched;
             storage_seconds[i] += seconds;
             reply.seconds = Some(seconds);
             if seconds > 0.0 {

@@ -1327,7 +1327,7 @@ fn host_boards_keep_most_balancing_off_the_shared_storage() {
         assert_exactly_once(&out);
         let given: u64 = out.reports.iter().map(|r| r.given).sum();
         assert!(given > 0, "nobody was helped");
-        out.storage_ops.iter().sum::<u64>()
+        out.storage_ops_per_second().sum::<u64>()
     };
     let (shared, host) = (ops(false), ops(true));
     assert!(
