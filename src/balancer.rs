@@ -692,6 +692,7 @@ impl Balancer {
         Status {
             completed: self.rank.audit().count,
             busy: self.rank.owns_work(),
+            listing: self.rank.lists_shared(),
             failed: self.end.failure.is_some(),
             stop: self.end.stop,
             speed_milli: (speed * 1000.0).round() as u64,

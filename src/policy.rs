@@ -372,6 +372,9 @@ pub struct Rank {
     share_end: f64,
     /// Open SOS at the last termination wave.
     open_sos: u64,
+    /// Requests out that wrote the shared index at the last wave
+    /// ([`Job::listing`]).
+    listing: u64,
     /// A watcher saw the open index change since the last look at it.
     index_changed: bool,
     /// The chunk being computed and when it was handed out.
@@ -422,6 +425,7 @@ impl Rank {
             free: false,
             share_end: f64::NEG_INFINITY,
             open_sos: 0,
+            listing: 0,
             index_changed: false,
             speed: Speed::new(params.speed_window)
                 .with_steady_window(STEADY_WINDOWS * params.speed_window),
@@ -460,6 +464,17 @@ impl Rank {
     /// a request out (its reply may bring ids).
     pub fn owns_work(&self) -> bool {
         self.remaining() > 0 || self.out.is_some() || self.sos.is_some() || self.asking.is_some()
+    }
+
+    /// True while a request of this rank that writes the shared board's
+    /// open index is out: a post there, a withdrawal from there, an
+    /// unlisting there.
+    pub fn lists_shared(&self) -> bool {
+        self.level == Level::Shared
+            && matches!(
+                self.asking,
+                Some(Asking::Post { .. } | Asking::Withdraw { .. } | Asking::Unlist)
+            )
     }
 
     /// The ids owned now (lease, tail as last seen, the chunk handed out),
@@ -534,6 +549,7 @@ impl Rank {
         let host = self.topology.host_index(self.me);
         self.host_end = job.host_end(host);
         self.open_sos = job.reachable_open(host);
+        self.listing = job.listing;
         self.hosts = job.hosts;
         self.idle = job.idle;
     }
@@ -954,6 +970,31 @@ impl Rank {
         }
     }
 
+    /// Seconds a post on the shared board waits for the open index's
+    /// lock: a consultation for each request that writes the index and
+    /// was out at the last wave. A post or a move to the shared board needs
+    /// that much more lateness, and the rank keeps that much more work
+    /// while its post waits. (Without it, with many ranks on slow storage
+    /// the late ranks' posts queued on the index for 10 to 30 s, and their
+    /// owners waited with them: simulator, fluct16's speeds, 16 ranks per
+    /// host, 256 ranks at 50 ms 0.572 → 0.910 against mode warmup's 0.600,
+    /// 1,024 ranks at 20 ms 0.249 → 0.744 against 0.558; on four hosts of
+    /// four ranks fluct16 at 50 ms 0.883 → 0.892 and the rest unchanged.
+    /// Counting the queue in the consultation's cost instead, and so in
+    /// every threshold and lease, lost on four hosts: step16 at 200 ms
+    /// 0.771 → 0.701.)
+    fn index_wait(&self) -> f64 {
+        self.storage_cost * self.listing as f64
+    }
+
+    /// [`Rank::index_wait`] for a post on the board at `level`.
+    fn level_wait(&self, level: Level) -> f64 {
+        match level {
+            Level::Host => 0.0,
+            Level::Shared => self.index_wait(),
+        }
+    }
+
     /// Seconds between two consultations of the own open SOS (lease
     /// extensions and checks): one interval, doubling up to four while
     /// consultations in a row find that no helper took anything, so that
@@ -1052,9 +1093,9 @@ impl Rank {
         // storage, and of [`POST_COST`] consultations at the recent one
         // unless ranks idle.
         let steady = forecast(now, remaining, v.max(self.speed.steady()));
-        let post_pays = |reference: f64, cost: f64| {
+        let post_pays = |reference: f64, cost: f64, wait: f64| {
             let slow = self.slow(cost);
-            let threshold = self.params.late_threshold.max(sos_cost * cost);
+            let threshold = self.params.late_threshold.max(sos_cost * cost) + wait;
             (if slow { steady } else { tau }) - reference >= threshold
                 && (!slow || self.idle.ranks > 0 || tau - reference >= POST_COST * cost)
         };
@@ -1096,7 +1137,7 @@ impl Rank {
         // the others (emulator: 0.87 to 0.91 → 0.914, 0.925).
         let late = match self.sos {
             Some(_) => tau - reference >= self.params.late_threshold,
-            None => post_pays(reference, cost),
+            None => post_pays(reference, cost, self.level_wait(self.post_level())),
         };
         // On slow shared storage an SOS on the host's board moves to the
         // shared board only when it would be posted there now, and is
@@ -1112,7 +1153,7 @@ impl Rank {
                 Some(_) if self.level != self.post_level() => {
                     self.level == Level::Shared
                         || !shared_slow
-                        || post_pays(reference, self.storage_cost)
+                        || post_pays(reference, self.storage_cost, self.index_wait())
                 }
                 _ => false,
             };
@@ -1222,9 +1263,11 @@ impl Rank {
 
     /// Open an SOS offering all but one lease of the quota.
     fn post(&mut self, now: f64, v: f64, tau: f64) {
-        // The tail must hold more work than the post takes to come.
+        // The tail must hold more work than the post takes to come, and the
+        // lease the work of the wait on the index's lock.
         self.quiet = 0;
-        let keep = self.lease_len(now);
+        let level = self.post_level();
+        let keep = self.lease_len(now) + (v * self.level_wait(level)).ceil() as u64;
         let least_tail = (v * self.cost()).ceil() as u64;
         if self.lease.len() <= keep + least_tail {
             return;
@@ -1252,8 +1295,7 @@ impl Rank {
             entry: entry.clone(),
             tail,
         };
-        self.level = self.post_level();
-        let level = self.level;
+        self.level = level;
         self.ask(Request::Post { entry, post, level }, asking);
     }
 
@@ -1274,7 +1316,8 @@ impl Rank {
     /// efficiency 0.69 or 0.85 from run to run, 0.84 to 0.85 with this
     /// bound).
     fn post_level(&self) -> Level {
-        let threshold = self.params.late_threshold.max(SOS_COST * self.storage_cost);
+        let threshold =
+            self.params.late_threshold.max(SOS_COST * self.storage_cost) + self.index_wait();
         let host_late = self.host_end - self.job_end >= threshold && self.topology.hosts() > 1;
         if self.params.host_board && !host_late {
             Level::Host

@@ -268,6 +268,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                     (0..p).filter(|&r| ranks[r].is_free()),
                 )),
                 open: ranks.iter().filter(|r| r.sos_open()).count() as u64,
+                listing: ranks.iter().filter(|r| r.lists_shared()).count() as u64,
                 host_open: Arc::new(host_open),
                 hosts: Arc::new(hosts),
             });
