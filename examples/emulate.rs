@@ -15,8 +15,9 @@
 //! start) sleeps `base · c(id) / s_i(t)`, `c(id)` the scenario's cost factor
 //! (1 unless the file gives a `cost`), less what the rank's sleeps so far
 //! overslept: realisations take their nominal times on average, while the
-//! library's own time between them is never made up. `missing` and `duplicates` are counted from the ids
-//! the ranks really computed, gathered on rank 0 at the end.
+//! library's own time between them is never made up. `missing` and
+//! `duplicates` are counted from the ids the ranks really computed,
+//! gathered on rank 0 at the end.
 //!
 //! Usage (under mpirun): `emulate SCENARIO MODE [OPTIONS]` where SCENARIO is
 //! a name of `examples/scenarios/` or the path of a scenario file, MODE is
