@@ -293,6 +293,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         // reply arrives when those operations are done, and the rank
         // computes meanwhile.
         while let Step::Ask(request) = step {
+            // (Its place in [`REQUESTS`].)
             let kind = match request {
                 Request::Post { .. } => 0,
                 Request::Own { .. } => 1,
