@@ -250,11 +250,10 @@ fn run_once(
         let t_chunk = Instant::now();
         let any = !ids.is_empty();
         for id in ids {
-            let t = t0.elapsed().as_secs_f64();
-            let nominal = scenario.duration(me, id, t);
-            let slept = Instant::now();
+            let start = Instant::now();
+            let nominal = scenario.duration(me, id, (start - t0).as_secs_f64());
             std::thread::sleep(Duration::from_secs_f64((nominal - overshoot).max(0.0)));
-            overshoot += slept.elapsed().as_secs_f64() - nominal;
+            overshoot += start.elapsed().as_secs_f64() - nominal;
             let x = (id as f64).sqrt();
             lb.add(&vec![x; observables]).map_err(|e| e.to_string())?;
             computed.push(id);
