@@ -24,7 +24,8 @@ use crate::verdict::{Audit, Judge, Status, Verdict, Words};
 use mpi::traits::Communicator;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -795,6 +796,7 @@ impl Balancer {
             format_args!("verdict {v:?} computed={}", self.rank.audit().count),
         );
         self.monitor.flush();
+        self.desk.over.store(true, Ordering::Relaxed);
         self.end.verdict = Some(v);
     }
 
@@ -1229,6 +1231,8 @@ impl Balancer {
 /// each reply comes back with the time the request took.
 struct Desk {
     requests: Option<Sender<Request>>,
+    /// Set when the job's verdict is in ([`Clerk::verdict_flag`]).
+    over: Arc<AtomicBool>,
     replies: Receiver<(Reply, u64)>,
     thread: Option<JoinHandle<()>>,
     /// Storage operations of the board so far (as of the last reply).
@@ -1237,6 +1241,7 @@ struct Desk {
 
 impl Desk {
     fn start(mut clerk: Clerk, mut board: FileBoard, mut host: Option<FileBoard>) -> Result<Desk> {
+        let over = clerk.verdict_flag();
         let (requests, inbox) = mpsc::channel::<Request>();
         let (outbox, replies) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -1267,6 +1272,7 @@ impl Desk {
             .map_err(|e| Error::Internal(format!("cannot start the clerk's thread: {e}")))?;
         Ok(Desk {
             requests: Some(requests),
+            over,
             replies,
             thread: Some(thread),
             ops: 0,

@@ -1798,3 +1798,107 @@ fn an_early_search_gives_up_after_four_empty_looks() {
     let listed = board.read_index().unwrap().unwrap().entries.len();
     assert_eq!(listed, 12 - 4, "records read by one early search");
 }
+
+/// A search for help still out when the job's verdict comes (the clerk
+/// runs in its own thread) stops before its next operation on the board
+/// and takes nothing: `finish` waits for it, and its outcome can no longer
+/// matter. The same search with the flag down takes its share.
+#[test]
+fn a_search_out_at_the_verdict_stops_without_touching_the_board() {
+    use soslb::board::{Access, Board, OpenEntry, Post, SosState, memory::MemoryBoard};
+    use soslb::clerk::{Clerk, Outcome as Found, Request, Search};
+    use soslb::config::{Hosts, Sites};
+    use soslb::topology::Topology;
+    let topology = Topology::new(vec!["m".into(); 4], &Hosts::Real, &Sites::Single);
+    let p = params(Mode::Full, HelpPolicy::Balanced);
+    let helper = || {
+        Clerk::new(&soslb::policy::Rank::new(
+            0,
+            4_000,
+            p.clone(),
+            topology.clone(),
+        ))
+    };
+    // Rank 3 slow, with 900 ids in its tail.
+    let board = || {
+        let mut board = MemoryBoard::new(4);
+        board
+            .with_sos(3, Access::Wait, &mut |s| {
+                s.seq = 1;
+                s.state = SosState::Open(Post {
+                    speed: 1.0,
+                    remaining: 1_000,
+                    forecast: 1_000.0,
+                    host: "m".into(),
+                    site: "m".into(),
+                    opened_at: 0.0,
+                    updated_at: 9.0,
+                    tail: IdSet::from_range(3_100..4_000),
+                });
+            })
+            .unwrap();
+        board
+            .with_index(Access::Wait, &mut |ix| {
+                ix.upsert(OpenEntry {
+                    rank: 3,
+                    seq: 1,
+                    forecast: 1_000.0,
+                    opened_at: 0.0,
+                    speed: 1.0,
+                })
+            })
+            .unwrap();
+        board
+    };
+    let search = Search {
+        now: 10.0,
+        busy_for: 0.0,
+        idle_since: 10.0,
+        woken: false,
+        poll: 0.1,
+        storage_cost: 0.0,
+        interval: 0.25,
+        host_cost: 0.0,
+        host_interval: 0.25,
+        policy: HelpPolicy::Balanced,
+        speed: 10.0,
+        job_left: 10.0,
+        steal_cost: [0.0; 3],
+        risk: 0.0,
+        idle: Default::default(),
+        early: false,
+        hosts: Default::default(),
+        counted_at: 10.0,
+        job_end: 20.0,
+    };
+    let (mut going, mut over) = (board(), board());
+    let reply = helper().serve(Request::Help(search.clone()), &mut going);
+    assert!(
+        matches!(reply.outcome, Found::Helped { taken: Some(_), .. }),
+        "without the verdict the search takes: {reply:?}"
+    );
+    let mut clerk = helper();
+    clerk
+        .verdict_flag()
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let reply = clerk.serve(Request::Help(search), &mut over);
+    assert!(
+        matches!(reply.outcome, Found::Helped { taken: None, .. }),
+        "{reply:?}"
+    );
+    assert_eq!(
+        over.ops(),
+        board().ops(),
+        "board operations after the verdict"
+    );
+    let unlisted = clerk.serve(Request::Unlist(soslb::board::Level::Shared), &mut over);
+    assert!(
+        matches!(unlisted.outcome, Found::Unlisted { listed: false }),
+        "{unlisted:?}"
+    );
+    assert_eq!(
+        over.ops(),
+        board().ops(),
+        "board operations after the verdict"
+    );
+}
