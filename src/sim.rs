@@ -74,8 +74,12 @@ impl Default for Options {
 pub struct Outcome {
     /// How many times each id was computed (all 1 when balancing is right).
     pub counts: Vec<u32>,
-    /// When the last rank terminated, seconds.
+    /// When the last rank returned from `finish`, seconds: after the
+    /// verdict, the requests still out and the owners' last looks at their
+    /// open SOS.
     pub makespan: f64,
+    /// When every rank learned the verdict, seconds.
+    pub verdict: f64,
     /// Each rank's figures.
     pub reports: Vec<RankReport>,
     /// Each rank's events, with the simulated time of the call that made them.
@@ -120,6 +124,11 @@ enum State {
 /// Seconds from the last completion to the verdict on every rank: idle
 /// ranks run waves back to back, testing them every few milliseconds.
 const WAVE_LATENCY: f64 = 0.01;
+
+/// Storage operations of the longest step of a search that the verdict
+/// does not cut short: a locked look at an SOS record
+/// ([`crate::clerk::Clerk::verdict_flag`]).
+const SEARCH_STEP: f64 = 4.0;
 
 /// A time that orders (simulated times are never NaN).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -398,26 +407,40 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             }
         }
     }
-    let mut makespan = 0.0f64;
+    let mut verdict = 0.0f64;
     for s in &state {
         match s {
-            State::Done(t) => makespan = makespan.max(*t),
+            State::Done(t) => verdict = verdict.max(*t),
             _ => return Err(Error::Internal("the simulation did not terminate".into())),
         }
     }
-    // Replies still on their way reach their ranks; owners whose SOS is
-    // still open look at it once more (as `finalize` does): their accounts
-    // of the help given.
+    // As `finish`: replies still on their way reach their ranks (a search
+    // stops at the verdict, once the step under way is done), and owners
+    // whose SOS is still open look at it once more: their accounts of the
+    // help given. The job ends when the last rank is through.
+    let mut makespan = verdict;
     for (i, reply) in replies.into_iter().enumerate() {
-        if let Some((_, reply)) = reply {
+        let mut t = verdict;
+        if let Some((at, reply)) = reply {
+            t = match reply.outcome {
+                crate::clerk::Outcome::Helped { .. } => {
+                    at.min(verdict + SEARCH_STEP * opts.storage_delay)
+                }
+                _ => at,
+            }
+            .max(verdict);
             ranks[i].reply(reply)?;
         }
-        if let Some(request) = ranks[i].last_look(makespan) {
+        if let Some(request) = ranks[i].last_look(t) {
+            let ops = board.ops();
+            board.set_clock(t, opts.storage_delay, i);
             let host = host_boards.get_mut(topology.host_index(i));
             let reply = clerks[i].serve_on(request, &mut board, host.map(|b| b as _));
+            t += (board.ops() - ops) as f64 * opts.storage_delay + board.waited();
             ranks[i].reply(reply)?;
-            events[i].extend(ranks[i].drain_events().map(|e| (makespan, e)));
+            events[i].extend(ranks[i].drain_events().map(|e| (t, e)));
         }
+        makespan = makespan.max(t);
     }
     let left = ranks
         .iter()
@@ -433,6 +456,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     Ok(Outcome {
         counts,
         makespan,
+        verdict,
         reports: ranks.iter().map(Rank::report).collect(),
         left,
         finish,

@@ -1902,3 +1902,33 @@ fn a_search_out_at_the_verdict_stops_without_touching_the_board() {
         "board operations after the verdict"
     );
 }
+
+/// The simulated job ends as `finish` does: after the verdict, the requests
+/// still out (a search only to the end of its step under way) and the
+/// owners' last looks at their open SOS. On fast storage that is the
+/// verdict itself; on slow shared storage (step16's slowdown on four hosts
+/// at 0.2 s per operation) some rank is still at the board when the
+/// verdict comes in most runs, never for longer than a few operations and
+/// the waits for their locks.
+#[test]
+fn the_simulated_finish_waits_for_the_storage_as_the_real_one() {
+    let s = scenario(16, 8000, vec![1.0], None, Some((3.0, 12)));
+    let p = params(Mode::Full, HelpPolicy::Balanced);
+    let run = |seed: u64, storage_delay: f64| {
+        let opts = Options {
+            seed,
+            ranks_per_host: 4,
+            storage_delay,
+            ..Options::default()
+        };
+        let out = sim::simulate(&s, &p, &opts).unwrap();
+        assert_exactly_once(&out);
+        out.makespan - out.verdict
+    };
+    for seed in 1..=6 {
+        assert_eq!(run(seed, 0.0), 0.0, "seed {seed} on fast storage");
+    }
+    let after: Vec<f64> = (1..=6).map(|seed| run(seed, 0.2)).collect();
+    assert!(after.iter().filter(|&&t| t > 0.0).count() >= 3, "{after:?}");
+    assert!(after.iter().all(|&t| (0.0..4.0).contains(&t)), "{after:?}");
+}
