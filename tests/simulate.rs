@@ -1733,6 +1733,33 @@ fn early_shares_do_not_trade_work_between_fluctuating_ranks() {
     assert!(efficiency >= 0.95, "efficiency {efficiency:.3}");
 }
 
+/// A search for help at 10 s on fast storage by a rank of 10 realisations
+/// per second, with `busy_for` seconds of own work left, the job's forecast
+/// end at 20 s and the hosts' figures `hosts`.
+fn search_at_ten(busy_for: f64, early: bool, hosts: Vec<(u64, f64)>) -> soslb::clerk::Search {
+    soslb::clerk::Search {
+        now: 10.0,
+        busy_for,
+        idle_since: 10.0,
+        woken: false,
+        poll: 0.1,
+        storage_cost: 0.0,
+        interval: 0.25,
+        host_cost: 0.0,
+        host_interval: 0.25,
+        policy: HelpPolicy::Balanced,
+        speed: 10.0,
+        job_left: 10.0,
+        steal_cost: [0.0; 3],
+        risk: 0.0,
+        idle: Default::default(),
+        early,
+        hosts: std::sync::Arc::new(hosts),
+        counted_at: 10.0,
+        job_end: 20.0,
+    }
+}
+
 /// An early search ([`soslb::clerk::Search::early`]) gives up after four
 /// looks that find nothing: twelve SOS of slower owners on other hosts,
 /// all worth an early look by the index and the hosts' figures, all closed
@@ -1742,7 +1769,7 @@ fn early_shares_do_not_trade_work_between_fluctuating_ranks() {
 #[test]
 fn an_early_search_gives_up_after_four_empty_looks() {
     use soslb::board::{Access, Board, OpenEntry, SosState, memory::MemoryBoard};
-    use soslb::clerk::{Clerk, Outcome as Found, Request, Search};
+    use soslb::clerk::{Clerk, Outcome as Found, Request};
     use soslb::config::{Hosts, Sites};
     use soslb::topology::Topology;
     let topology = Topology::new(vec!["m".into(); 16], &Hosts::Virtual(4), &Sites::Single);
@@ -1768,28 +1795,8 @@ fn an_early_search_gives_up_after_four_empty_looks() {
             })
             .unwrap();
     }
-    let search = Search {
-        now: 10.0,
-        busy_for: 5.0,
-        idle_since: 10.0,
-        woken: false,
-        poll: 0.1,
-        storage_cost: 0.0,
-        interval: 0.25,
-        host_cost: 0.0,
-        host_interval: 0.25,
-        policy: HelpPolicy::Balanced,
-        speed: 10.0,
-        job_left: 10.0,
-        steal_cost: [0.0; 3],
-        risk: 0.0,
-        idle: Default::default(),
-        early: true,
-        // Every host far behind the job's forecast end.
-        hosts: std::sync::Arc::new(vec![(1_000_000, 1.0); 4]),
-        counted_at: 10.0,
-        job_end: 20.0,
-    };
+    // Every host far behind the job's forecast end.
+    let search = search_at_ten(5.0, true, vec![(1_000_000, 1.0); 4]);
     let reply = clerk.serve(Request::Help(search), &mut board);
     assert!(
         matches!(reply.outcome, Found::Helped { taken: None, .. }),
@@ -1806,7 +1813,7 @@ fn an_early_search_gives_up_after_four_empty_looks() {
 #[test]
 fn a_search_out_at_the_verdict_stops_without_touching_the_board() {
     use soslb::board::{Access, Board, OpenEntry, Post, SosState, memory::MemoryBoard};
-    use soslb::clerk::{Clerk, Outcome as Found, Request, Search};
+    use soslb::clerk::{Clerk, Outcome as Found, Request};
     use soslb::config::{Hosts, Sites};
     use soslb::topology::Topology;
     let topology = Topology::new(vec!["m".into(); 4], &Hosts::Real, &Sites::Single);
@@ -1850,27 +1857,7 @@ fn a_search_out_at_the_verdict_stops_without_touching_the_board() {
             .unwrap();
         board
     };
-    let search = Search {
-        now: 10.0,
-        busy_for: 0.0,
-        idle_since: 10.0,
-        woken: false,
-        poll: 0.1,
-        storage_cost: 0.0,
-        interval: 0.25,
-        host_cost: 0.0,
-        host_interval: 0.25,
-        policy: HelpPolicy::Balanced,
-        speed: 10.0,
-        job_left: 10.0,
-        steal_cost: [0.0; 3],
-        risk: 0.0,
-        idle: Default::default(),
-        early: false,
-        hosts: Default::default(),
-        counted_at: 10.0,
-        job_end: 20.0,
-    };
+    let search = search_at_ten(0.0, false, Vec::new());
     let (mut going, mut over) = (board(), board());
     let reply = helper().serve(Request::Help(search.clone()), &mut going);
     assert!(
