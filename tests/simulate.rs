@@ -1349,7 +1349,10 @@ fn near_helpers_close_an_sos_alone_and_post_none_for_their_shares() {
 
 /// 64 ranks of fluct16's speeds on 4 hosts of 16 (issue 11): with a board
 /// per host, the hosts balance within themselves and the shared storage
-/// sees a fraction of the operations; every id exactly once either way.
+/// sees a fraction of the operations (4,594 against 7,789: an SOS moves to
+/// the shared board as soon as its host turns late; 2,600 while lease
+/// extensions could hold the move back for good); every id exactly once
+/// either way.
 #[test]
 fn host_boards_keep_most_balancing_off_the_shared_storage() {
     let s = fluct_sim(64);
@@ -1368,7 +1371,7 @@ fn host_boards_keep_most_balancing_off_the_shared_storage() {
     };
     let (shared, host) = (ops(false), ops(true));
     assert!(
-        2 * host < shared,
+        3 * host < 2 * shared,
         "{host} shared-storage operations with host boards, {shared} without"
     );
 }
@@ -1542,6 +1545,97 @@ fn on_one_host_an_sos_stays_on_the_host_board() {
     }
 }
 
+/// Steps of `rank` (`per_id` s a realisation) for at most 3 s, its
+/// requests served on `board`, until `stop` says so; before each, a wave:
+/// the rank `late.0` s late against the job's forecast end, its host (of
+/// two) `late.1` s late as a whole.
+fn run_under_waves(
+    rank: &mut soslb::policy::Rank,
+    clerk: &mut soslb::clerk::Clerk,
+    board: &mut soslb::board::memory::MemoryBoard,
+    t: &mut f64,
+    (per_id, late): (f64, (f64, f64)),
+    stop: &dyn Fn(&soslb::clerk::Request) -> bool,
+) -> Option<soslb::clerk::Request> {
+    use soslb::policy::Step;
+    let end = *t + 3.0;
+    while *t < end {
+        let left = rank.remaining() as f64 / rank.speed() - late.0;
+        rank.observe_job(soslb::verdict::Job {
+            completed: 0,
+            speed: 4000.0 / left,
+            at: *t,
+            idle: Default::default(),
+            listing: 0,
+            open: 1,
+            hosts: std::sync::Arc::new(vec![
+                (rank.remaining(), rank.remaining() as f64 / (left + late.1)),
+                (0, 100.0),
+            ]),
+            host_open: Default::default(),
+        });
+        match rank.next(*t).unwrap() {
+            Step::Compute(ids) => *t += per_id * (ids.end - ids.start) as f64,
+            Step::Ask(r) if stop(&r) => return Some(r),
+            Step::Ask(r) => {
+                let reply = clerk.serve(r, board);
+                rank.reply(reply).unwrap();
+            }
+            s => panic!("{s:?} at {t}"),
+        }
+    }
+    None
+}
+
+/// On fast storage an SOS on the host's board moves to the shared board at
+/// the owner's next look at it after its host turns late as a whole (a look
+/// period, 1 s while nobody helps, at most). Lease extensions that came
+/// more often than the looks held the move back for as long as they came
+/// (emulator, sites16s: the slowed host's SOS stayed on its board to the
+/// job's end and no other host helped, efficiency 0.41; here, a rank
+/// faster than its speed estimate: no move in 3 s).
+#[test]
+fn on_fast_storage_an_sos_moves_to_the_shared_board_whatever_its_lease_extensions() {
+    use soslb::board::Level;
+    use soslb::clerk::{OwnOp, Request};
+    let (mut rank, mut clerk, mut board, mut t) = planned_on_hosts(["h0", "h1"], 0.0);
+    let (c, b) = (&mut clerk, &mut board);
+    let post = run_under_waves(&mut rank, c, b, &mut t, (0.011, (2.0, 0.0)), &|r| {
+        matches!(r, Request::Post { .. })
+    });
+    assert!(
+        matches!(
+            post,
+            Some(Request::Post {
+                level: Level::Host,
+                ..
+            })
+        ),
+        "{post:?}"
+    );
+    let reply = clerk.serve(post.unwrap(), &mut board);
+    rank.reply(reply).unwrap();
+    let start = t;
+    let (c, b) = (&mut clerk, &mut board);
+    // Faster than its speed estimate: each lease runs out before the next
+    // look at the SOS.
+    let moved = run_under_waves(&mut rank, c, b, &mut t, (0.006, (2.0, 2.0)), &|r| {
+        matches!(
+            r,
+            Request::Own {
+                op: OwnOp::Withdraw,
+                ..
+            }
+        )
+    });
+    assert!(moved.is_some(), "the SOS never left the host's board");
+    assert!(
+        t - start < 1.5,
+        "moved {:.2} s after its host turned late",
+        t - start
+    );
+}
+
 /// On slow shared storage (0.6 s a consultation) an SOS on the host's
 /// board moves to the shared board only when a post there pays. Posted on
 /// the host's board (its host 1 s late as a whole, under four
@@ -1552,51 +1646,12 @@ fn on_one_host_an_sos_stays_on_the_host_board() {
 #[test]
 fn on_slow_storage_an_sos_moves_to_the_shared_board_when_a_post_pays_there() {
     use soslb::board::Level;
-    use soslb::board::memory::MemoryBoard;
-    use soslb::clerk::{Clerk, OwnOp, Request};
+    use soslb::clerk::{OwnOp, Request};
     use soslb::policy::Step;
     let (mut rank, mut clerk, mut board, mut t) = planned_on_hosts(["h0", "h1"], 0.6);
-    // Steps for at most 3 s, requests served, until `stop` says so; before
-    // each, a wave: the rank `late.0` s late against the job's forecast
-    // end, its host `late.1` s late as a whole.
-    fn run(
-        rank: &mut soslb::policy::Rank,
-        clerk: &mut Clerk,
-        board: &mut MemoryBoard,
-        t: &mut f64,
-        late: (f64, f64),
-        stop: &dyn Fn(&Request) -> bool,
-    ) -> Option<Request> {
-        let end = *t + 3.0;
-        while *t < end {
-            let left = rank.remaining() as f64 / rank.speed() - late.0;
-            rank.observe_job(soslb::verdict::Job {
-                completed: 0,
-                speed: 4000.0 / left,
-                at: *t,
-                idle: Default::default(),
-                listing: 0,
-                open: 1,
-                hosts: std::sync::Arc::new(vec![
-                    (rank.remaining(), rank.remaining() as f64 / (left + late.1)),
-                    (0, 100.0),
-                ]),
-                host_open: Default::default(),
-            });
-            match rank.next(*t).unwrap() {
-                Step::Compute(ids) => *t += 0.011 * (ids.end - ids.start) as f64,
-                Step::Ask(r) if stop(&r) => return Some(r),
-                Step::Ask(r) => {
-                    let reply = clerk.serve(r, board);
-                    rank.reply(reply).unwrap();
-                }
-                s => panic!("{s:?} at {t}"),
-            }
-        }
-        None
-    }
+    let run = run_under_waves;
     let (c, b) = (&mut clerk, &mut board);
-    let post = run(&mut rank, c, b, &mut t, (2.0, 1.0), &|r| {
+    let post = run(&mut rank, c, b, &mut t, (0.011, (2.0, 1.0)), &|r| {
         matches!(r, Request::Post { .. })
     });
     assert!(
@@ -1625,7 +1680,7 @@ fn on_slow_storage_an_sos_moves_to_the_shared_board_when_a_post_pays_there() {
         &mut clerk,
         &mut board,
         &mut t,
-        (2.0, 10.0),
+        (0.011, (2.0, 10.0)),
         &withdraw,
     );
     assert!(moved.is_none(), "withdrawn 2 s late: {moved:?}");
@@ -1634,7 +1689,7 @@ fn on_slow_storage_an_sos_moves_to_the_shared_board_when_a_post_pays_there() {
         &mut clerk,
         &mut board,
         &mut t,
-        (12.0, 10.0),
+        (0.011, (12.0, 10.0)),
         &withdraw,
     )
     .expect("no move 12 s late");
@@ -1719,18 +1774,30 @@ fn a_helper_late_on_its_share_posts_sooner_while_ranks_idle() {
 /// they took from faster owners too, the shares went back and forth
 /// between ranks whose speeds changed meanwhile, and the job ended later
 /// than without early shares.
+/// (Over eight seeds with 1 % jitter: one run without jitter sits on
+/// either side of the line from one version to the next.)
 #[test]
 fn early_shares_do_not_trade_work_between_fluctuating_ranks() {
     let s = Scenario::from_file(&Scenario::path_of("fluct16")).unwrap();
-    let opts = Options {
-        ranks_per_host: 4,
-        ..Options::default()
-    };
-    let out = sim::simulate(&s, &params(Mode::Full, HelpPolicy::Balanced), &opts).unwrap();
-    assert_exactly_once(&out);
-    // (0.967; 0.916 with early shares from faster owners.)
-    let efficiency = s.ideal(16) / out.makespan;
-    assert!(efficiency >= 0.95, "efficiency {efficiency:.3}");
+    let efficiency: Vec<f64> = (1..=8)
+        .map(|seed| {
+            let opts = Options {
+                ranks_per_host: 4,
+                seed,
+                jitter: 0.01,
+                ..Options::default()
+            };
+            let p = params(Mode::Full, HelpPolicy::Balanced);
+            let out = sim::simulate(&s, &p, &opts).unwrap();
+            assert_exactly_once(&out);
+            s.ideal(16) / out.makespan
+        })
+        .collect();
+    // (0.965; one run without jitter 0.967 → 0.950 when an SOS stopped
+    // waiting behind its lease extensions to move; 0.916 with early shares
+    // from faster owners.)
+    let mean = efficiency.iter().sum::<f64>() / efficiency.len() as f64;
+    assert!(mean >= 0.95, "efficiency {efficiency:.3?}");
 }
 
 /// A search for help at 10 s on fast storage by a rank of 10 realisations
