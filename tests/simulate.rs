@@ -1465,19 +1465,19 @@ fn an_sos_on_the_host_board_is_not_held_to_the_shared_storage_cost() {
     }
 }
 
-/// Rank 0 of 4,000 realisations beside an equal, ranks on `hosts`, with
-/// host boards, past its plan, its shared storage measured at `storage`
-/// seconds a consultation (0: not measured); its clerk and board, and the
-/// time.
-fn planned_on_hosts(
-    hosts: [&str; 2],
-    storage: f64,
-) -> (
+/// A rank, its clerk, the shared board, and the time.
+type Planned = (
     soslb::policy::Rank,
     soslb::clerk::Clerk,
     soslb::board::memory::MemoryBoard,
     f64,
-) {
+);
+
+/// Rank 0 of 4,000 realisations beside an equal, ranks on `hosts`, with
+/// host boards, past its plan, its shared storage measured at `storage`
+/// seconds a consultation (0: not measured); its clerk and board, and the
+/// time.
+fn planned_on_hosts(hosts: [&str; 2], storage: f64) -> Planned {
     use soslb::config::{Hosts, Sites};
     let topology = soslb::topology::Topology::new(
         hosts.map(String::from).to_vec(),
@@ -1587,20 +1587,16 @@ fn run_under_waves(
     None
 }
 
-/// On fast storage an SOS on the host's board moves to the shared board at
-/// the owner's next look at it after its host turns late as a whole (a look
-/// period, 1 s while nobody helps, at most). Lease extensions that came
-/// more often than the looks held the move back for as long as they came
-/// (emulator, sites16s: the slowed host's SOS stayed on its board to the
-/// job's end and no other host helped, efficiency 0.41; here, a rank
-/// faster than its speed estimate: no move in 3 s).
-#[test]
-fn on_fast_storage_an_sos_moves_to_the_shared_board_whatever_its_lease_extensions() {
+/// A rank of two hosts, planned, at `storage` s a consultation of the
+/// shared storage, that posted an SOS on its host's board (2 s late, its
+/// host `host_late` s late as a whole), the post served.
+fn posted_on_the_host_board(storage: f64, host_late: f64) -> Planned {
     use soslb::board::Level;
-    use soslb::clerk::{OwnOp, Request};
-    let (mut rank, mut clerk, mut board, mut t) = planned_on_hosts(["h0", "h1"], 0.0);
+    use soslb::clerk::Request;
+    let (mut rank, mut clerk, mut board, mut t) = planned_on_hosts(["h0", "h1"], storage);
     let (c, b) = (&mut clerk, &mut board);
-    let post = run_under_waves(&mut rank, c, b, &mut t, (0.011, (2.0, 0.0)), &|r| {
+    let late = (0.011, (2.0, host_late));
+    let post = run_under_waves(&mut rank, c, b, &mut t, late, &|r| {
         matches!(r, Request::Post { .. })
     });
     assert!(
@@ -1615,6 +1611,20 @@ fn on_fast_storage_an_sos_moves_to_the_shared_board_whatever_its_lease_extension
     );
     let reply = clerk.serve(post.unwrap(), &mut board);
     rank.reply(reply).unwrap();
+    (rank, clerk, board, t)
+}
+
+/// On fast storage an SOS on the host's board moves to the shared board at
+/// the owner's next look at it after its host turns late as a whole (a look
+/// period, 1 s while nobody helps, at most). Lease extensions that came
+/// more often than the looks held the move back for as long as they came
+/// (emulator, sites16s: the slowed host's SOS stayed on its board to the
+/// job's end and no other host helped, efficiency 0.41; here, a rank
+/// faster than its speed estimate: no move in 3 s).
+#[test]
+fn on_fast_storage_an_sos_moves_to_the_shared_board_whatever_its_lease_extensions() {
+    use soslb::clerk::{OwnOp, Request};
+    let (mut rank, mut clerk, mut board, mut t) = posted_on_the_host_board(0.0, 0.0);
     let start = t;
     let (c, b) = (&mut clerk, &mut board);
     // Faster than its speed estimate: each lease runs out before the next
@@ -1648,22 +1658,8 @@ fn on_slow_storage_an_sos_moves_to_the_shared_board_when_a_post_pays_there() {
     use soslb::board::Level;
     use soslb::clerk::{OwnOp, Request};
     use soslb::policy::Step;
-    let (mut rank, mut clerk, mut board, mut t) = planned_on_hosts(["h0", "h1"], 0.6);
+    let (mut rank, mut clerk, mut board, mut t) = posted_on_the_host_board(0.6, 1.0);
     let run = run_under_waves;
-    let (c, b) = (&mut clerk, &mut board);
-    let post = run(&mut rank, c, b, &mut t, (0.011, (2.0, 1.0)), &|r| {
-        matches!(r, Request::Post { .. })
-    });
-    assert!(
-        matches!(
-            post,
-            Some(Request::Post {
-                level: Level::Host,
-                ..
-            })
-        ),
-        "{post:?}"
-    );
     let withdraw = |r: &Request| {
         matches!(
             r,
@@ -1673,8 +1669,6 @@ fn on_slow_storage_an_sos_moves_to_the_shared_board_when_a_post_pays_there() {
             }
         )
     };
-    let reply = clerk.serve(post.unwrap(), &mut board);
-    rank.reply(reply).unwrap();
     let moved = run(
         &mut rank,
         &mut clerk,
