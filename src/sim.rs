@@ -104,6 +104,37 @@ pub struct Outcome {
 /// help (index reads and steals), and the unlisting of a closed SOS.
 pub const REQUESTS: [&str; 4] = ["post", "look", "help", "unlist"];
 
+/// The place of `request`'s kind in [`REQUESTS`].
+fn kind(request: &Request) -> usize {
+    match request {
+        Request::Post { .. } => 0,
+        Request::Own { .. } => 1,
+        Request::Help(_) => 2,
+        Request::Unlist(_) => 3,
+    }
+}
+
+/// Carry `request` of rank `i` out at `now` on the shared `board` and its
+/// host's board, timed when `delay` (seconds per operation) is: the reply,
+/// the shared-storage operations it made, and the seconds they took (the
+/// waits for locks and the farther records' extra time included).
+fn serve_timed(
+    clerk: &mut Clerk,
+    request: Request,
+    (board, host): (&mut MemoryBoard, Option<&mut MemoryBoard>),
+    (i, now): (usize, f64),
+    delay: Option<f64>,
+) -> (Reply, u64, f64) {
+    let ops = board.ops();
+    if let Some(delay) = delay {
+        board.set_clock(now, delay, i);
+    }
+    let reply = clerk.serve_on(request, board, host.map(|b| b as _));
+    let touched = board.ops() - ops;
+    let seconds = touched as f64 * delay.unwrap_or(0.0) + board.waited();
+    (reply, touched, seconds)
+}
+
 impl Outcome {
     /// Shared-storage operations in each second of the run, of all kinds.
     pub fn storage_ops_per_second(&self) -> impl Iterator<Item = u64> + '_ {
@@ -239,6 +270,8 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     let mut handled = 0u64;
     let mut storage_ops: Vec<[u64; REQUESTS.len()]> = Vec::new();
     let mut storage_seconds = vec![0.0; p];
+    // Requests are timed when operations cost time.
+    let timed = (opts.storage_delay > 0.0 || distance_delay > 0.0).then_some(opts.storage_delay);
     while let Some(Reverse((Time(now), _, i, call))) = queue.pop() {
         if call != calls[i] {
             continue; // superseded
@@ -302,21 +335,10 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         // reply arrives when those operations are done, and the rank
         // computes meanwhile.
         while let Step::Ask(request) = step {
-            // (Its place in [`REQUESTS`].)
-            let kind = match request {
-                Request::Post { .. } => 0,
-                Request::Own { .. } => 1,
-                Request::Help(_) => 2,
-                Request::Unlist(_) => 3,
-            };
-            let ops = board.ops();
-            if opts.storage_delay > 0.0 || distance_delay > 0.0 {
-                board.set_clock(now, opts.storage_delay, i);
-            }
+            let kind = kind(&request);
             let host = host_boards.get_mut(topology.host_index(i));
-            let mut reply = clerks[i].serve_on(request, &mut board, host.map(|b| b as _));
-            let touched = board.ops() - ops;
-            let seconds = touched as f64 * opts.storage_delay + board.waited();
+            let (mut reply, touched, seconds) =
+                serve_timed(&mut clerks[i], request, (&mut board, host), (i, now), timed);
             let second = now as usize;
             if storage_ops.len() <= second {
                 storage_ops.resize(second + 1, [0; REQUESTS.len()]);
@@ -432,11 +454,10 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             ranks[i].reply(reply)?;
         }
         if let Some(request) = ranks[i].last_look(t) {
-            let ops = board.ops();
-            board.set_clock(t, opts.storage_delay, i);
             let host = host_boards.get_mut(topology.host_index(i));
-            let reply = clerks[i].serve_on(request, &mut board, host.map(|b| b as _));
-            t += (board.ops() - ops) as f64 * opts.storage_delay + board.waited();
+            let (reply, _, seconds) =
+                serve_timed(&mut clerks[i], request, (&mut board, host), (i, t), timed);
+            t += seconds;
             ranks[i].reply(reply)?;
             events[i].extend(ranks[i].drain_events().map(|e| (t, e)));
         }
