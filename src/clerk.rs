@@ -167,6 +167,12 @@ pub struct Search {
     pub counted_at: f64,
     /// The job's forecast end, seconds since the start.
     pub job_end: f64,
+    /// Ranks of its host, this one included, that an idle rank takes a
+    /// share from another host's SOS on the shared board for (1: for
+    /// itself; see `HOST_SHARE_RANKS` in [`crate::policy`]). Above 1, while
+    /// another rank of its host read the shared index less than half a poll
+    /// ago, it takes there only from its own host's SOS.
+    pub for_ranks: f64,
 }
 
 /// What a clerk answers.
@@ -726,7 +732,15 @@ impl Clerk {
             candidates[start..start + n].rotate_left(self.me % n);
             start += n;
         }
-        let helpers = (search.idle.ranks as f64 / candidates.len().max(1) as f64).max(1.0);
+        // A host share comes from another host's SOS, and while another
+        // rank of this host searches the shared board for one, it comes to
+        // the host's board: this one takes only from its own host's SOS.
+        let for_ranks = if on_shared { search.for_ranks } else { 1.0 };
+        if for_ranks > 1.0 && !read_shared {
+            candidates.retain(|c| c.0 == 0);
+        }
+        let helpers =
+            (search.idle.ranks as f64 / for_ranks / candidates.len().max(1) as f64).max(1.0);
         let mut busy = false;
         self.empty.retain(|e| e.2 > now);
         // Locked looks cost storage time: a search makes at most two looks
@@ -790,7 +804,7 @@ impl Clerk {
             let ask = Ask {
                 now,
                 policy: search.policy,
-                helper_speed: search.speed,
+                helper_speed: if d > 0 { for_ranks } else { 1.0 } * search.speed,
                 job_left: match site_end {
                     Some(end) if d == 1 => search.job_left.max(end - now),
                     _ => search.job_left,
