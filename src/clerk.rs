@@ -173,6 +173,12 @@ pub struct Search {
     /// another rank of its host read the shared index less than half a poll
     /// ago, it takes there only from its own host's SOS.
     pub for_ranks: f64,
+    /// Ids a host's proxy gathers from its host's SOS for its SOS on the
+    /// shared board (0: a search for help; see `Rank::proxies` in
+    /// [`crate::policy`]): the search reads only the host's board and takes
+    /// from the latest owners no more than they will not finish by the
+    /// job's forecast end.
+    pub gather: u64,
 }
 
 /// What a clerk answers.
@@ -373,6 +379,15 @@ impl Clerk {
         host: Option<&mut dyn Board>,
     ) -> Outcome {
         let mut near_wake = f64::INFINITY;
+        if search.gather > 0 {
+            return match host {
+                Some(h) => self.help(search, h, Level::Host),
+                None => Outcome::Helped {
+                    taken: None,
+                    wake: search.now,
+                },
+            };
+        }
         if let Some(h) = host {
             match self.help(search, h, Level::Host) {
                 Outcome::Helped { taken: None, wake } => near_wake = wake,
@@ -820,6 +835,7 @@ impl Clerk {
                 risk: search.risk,
                 least_one: !on_shared,
                 dear_steal: self.params.late_threshold,
+                gather: search.gather,
             };
             match self.steal(entry.rank, entry.seq, &ask, board) {
                 Steal::Success(seq, ids, drained) => {
@@ -1086,6 +1102,8 @@ struct Ask {
     risk: f64,
     least_one: bool,
     dear_steal: f64,
+    /// Ids a proxy gathers (0: the share the policy sets).
+    gather: u64,
 }
 
 impl Ask {
@@ -1103,6 +1121,12 @@ impl Ask {
             .collect();
         let lease_left =
             p.remaining.saturating_sub(p.tail.len()) as f64 - p.speed * (now - p.updated_at);
+        if self.gather > 0 {
+            // What the owner will not finish by the job's forecast end.
+            let owner_remaining = p.tail.len() as f64 + lease_left.max(0.0);
+            let excess = (owner_remaining - p.speed * self.job_left).max(0.0) as u64;
+            return self.gather.min(excess).min(p.tail.len());
+        }
         share(
             self.policy,
             &ShareInput {

@@ -88,30 +88,44 @@ const EARLY_SLACK: f64 = 2.0;
 /// 106,700 with them; once per interval made 237,500).
 const EARLY_LOOKS: f64 = 64.0;
 
-/// Free ranks of its host, at most, that an idle rank takes a share from
-/// another host's SOS for (a host share): what it cannot compute itself
-/// goes at once into an SOS on its host's board, where its host's other
-/// free ranks take it without touching the shared storage, and while one
-/// rank of a host searches the shared board the others take only from
+/// Ranks from which on a job is large (DESIGN §6: at scale the shared
+/// server's load matters more than a helper's latency): its hosts have
+/// proxies ([`Rank::proxies`]) and its idle ranks take host shares
+/// ([`HOST_SHARE_RANKS`]). Below, neither pays: with host shares in every
+/// job, 64 and 256 ranks kept their peaks of shared-storage operations
+/// per second (648, 2,124: made elsewhere) and 256 ranks lost 0.969 →
+/// 0.965; the emulator's fluct16 on four hosts of four ranks lost 0.954 →
+/// 0.931 (five runs each, in turns).
+const LARGE_JOB: usize = 1000;
+
+/// Ranks of its host's mean speed, at most, that an idle rank of a large
+/// job takes a share from another host's SOS for (a host share; at most
+/// as fast as this rank, and only its host's free ranks): what it cannot
+/// compute itself goes at once into an SOS on its host's board, where its
+/// host's free ranks take it without touching the shared storage; while
+/// one rank of a host searches the shared board, the others take only from
 /// their own host's SOS there ([`crate::clerk::Search::for_ranks`]). So
 /// the steals of a job's last seconds grow with its hosts rather than its
 /// ranks. Simulator, fluct16's speeds, 16 ranks per host, 2 % jitter, 3
 /// seeds: peak shared-storage operations per second at 10,000 ranks
 /// 105,000 → 74,000, efficiency 0.941 → 0.946; at 1,024 ranks 9,100 →
-/// 7,500, 0.950 → 0.950. A share for all the host's free ranks (up to 16)
-/// lost at 1,024 ranks (0.967 → 0.944 without jitter), for two at 10,000
-/// (0.954 → 0.943). Host shares from the owner's own host only delayed
-/// its help (sites16-one, 12 seeds: 0.936 → 0.926; from other hosts only,
-/// 0.944).
+/// 7,500, 0.950 → 0.950 (sized at this rank's speed, before proxies). A
+/// share for all the host's free ranks (up to 16) lost at 1,024 ranks
+/// (0.967 → 0.944 without jitter), for two at 10,000 (0.954 → 0.943).
+/// Host shares from the owner's own host only delayed its help
+/// (sites16-one, 12 seeds: 0.936 → 0.926; from other hosts only, 0.944).
+/// Sized at this rank's speed, with proxies, fast ranks took shares that
+/// their host's slow ranks ended late (10,000 ranks 0.944; at the host's
+/// mean speed 0.959).
 const HOST_SHARE_RANKS: f64 = 4.0;
 
-/// Ranks of a job from which on idle ranks take host shares
-/// ([`HOST_SHARE_RANKS`]): where the steals of the job's last seconds make
-/// the shared storage's peak. Below, a host share costs a hop through the
-/// host's board and saves little: 64 and 256 ranks kept their peaks (648,
-/// 2,124) and 256 ranks lost 0.969 → 0.965; the emulator's fluct16 on four
-/// hosts of four ranks lost 0.954 → 0.931 (five runs each, in turns).
-const HOST_SHARE_FROM: usize = 1000;
+/// Seconds a consultation of the shared storage may cost for a large
+/// job's hosts to have proxies ([`Rank::proxies`]): the steals of other
+/// hosts' ranks queue on a proxy's one lock, and at 200 ms per operation
+/// the queue cost more than the proxies saved (simulator, 1,024 ranks
+/// 0.820 → 0.721, 10,000 ranks 0.646 → 0.593; at 20 and 50 ms they gained:
+/// 0.737 → 0.834 and 0.793 → 0.800, 0.716 → 0.775 and 0.636 → 0.710).
+const PROXY_COST: f64 = 0.5;
 
 /// The numbers of the config the state machine uses.
 #[derive(Clone, Debug, PartialEq)]
@@ -303,7 +317,11 @@ enum Asking {
     /// there at the next check, which comes at once).
     Withdraw { forecast: f64, moving: bool },
     /// Searching for help; `early`: see [`Search::early`].
-    Help { early: bool, for_ranks: f64 },
+    Help {
+        early: bool,
+        for_ranks: f64,
+        gather: bool,
+    },
     /// Taking the closed SOS out of the index.
     Unlist,
 }
@@ -398,6 +416,13 @@ pub struct Rank {
     /// The lease holds a host share ([`HOST_SHARE_RANKS`]) not yet offered
     /// on the host's board: the next post goes there.
     host_share: bool,
+    /// This rank is the lowest of its host in a large job: its host's
+    /// proxy while [`Rank::proxies`] says so.
+    proxy: bool,
+    /// When the proxy last gathered its host's excess.
+    gathered_at: f64,
+    /// Ranks on this rank's host.
+    host_ranks: usize,
     /// Open SOS at the last termination wave.
     open_sos: u64,
     /// Requests out that wrote the shared index at the last wave
@@ -453,6 +478,12 @@ impl Rank {
             free: false,
             share_end: f64::NEG_INFINITY,
             host_share: false,
+            proxy: topology.ranks() >= LARGE_JOB
+                && (0..me).all(|r| topology.host_index(r) != topology.host_index(me)),
+            gathered_at: f64::NEG_INFINITY,
+            host_ranks: (0..topology.ranks())
+                .filter(|&r| topology.host_index(r) == topology.host_index(me))
+                .count(),
             open_sos: 0,
             listing: 0,
             index_changed: false,
@@ -771,7 +802,25 @@ impl Rank {
                     self.unlisted = listed;
                 }
             }
-            (Asking::Help { early, for_ranks }, Outcome::Helped { taken, wake }) => match taken {
+            (Asking::Help { gather: true, .. }, Outcome::Helped { taken, .. }) => {
+                if let Some((owner, seq, ids)) = taken {
+                    self.report.taken += ids.len();
+                    self.events.push(Event::AidGiven {
+                        owner,
+                        seq,
+                        ids: ids.clone(),
+                    });
+                    self.lease.extend(&ids);
+                    // The check posts or refreshes the SOS at once.
+                    self.next_check = f64::NEG_INFINITY;
+                }
+            }
+            (
+                Asking::Help {
+                    early, for_ranks, ..
+                },
+                Outcome::Helped { taken, wake },
+            ) => match taken {
                 Some((owner, seq, ids)) => {
                     self.report.taken += ids.len();
                     self.events.push(Event::AidGiven {
@@ -1104,6 +1153,21 @@ impl Rank {
             self.ask(Request::Unlist(self.level), Asking::Unlist);
             return;
         }
+        // A proxy gathers its host's excess, at most once per interval.
+        if now >= self.gathered_at + self.interval()
+            && let Some(want) = self.gather_want(now, v)
+        {
+            self.gathered_at = now;
+            let busy = (tau - now).max(0.0);
+            let search = self.search(now, (busy, now), false, 0.0, (false, 1.0, want));
+            let asking = Asking::Help {
+                early: false,
+                for_ranks: 1.0,
+                gather: true,
+            };
+            self.ask(Request::Help(search), asking);
+            return;
+        }
         // Slow storage: an SOS ([`SOS_COST`]) costs more than the configured
         // lateness. Only there does a post need lateness at the steady speed
         // and at the recent one ([`POST_COST`]), and only there does a rank
@@ -1189,11 +1253,14 @@ impl Rank {
         // weighed at each, not only at the looks at the SOS.
         let moves = late
             && match self.sos {
-                Some(_) if self.level != self.post_level() => {
-                    self.level == Level::Shared
-                        || !shared_slow
-                        || post_pays(reference, self.storage_cost, self.index_wait())
-                }
+                // (A proxy's SOS stays on the shared board while it is
+                // late: it holds its host's excess.)
+                Some(_) if self.level != self.post_level() => match self.level {
+                    Level::Shared => !(self.proxy && self.proxies()),
+                    Level::Host => {
+                        !shared_slow || post_pays(reference, self.storage_cost, self.index_wait())
+                    }
+                },
                 _ => false,
             };
         let hasten = moves && shared_slow;
@@ -1370,7 +1437,8 @@ impl Rank {
         let threshold =
             self.params.late_threshold.max(SOS_COST * self.storage_cost) + self.index_wait();
         let host_late = self.host_end - self.job_end >= threshold && self.topology.hosts() > 1;
-        if self.params.host_board && (!host_late || self.host_share) {
+        let proxied = self.proxies() && !self.proxy;
+        if self.params.host_board && (!host_late || self.host_share || proxied) {
             Level::Host
         } else {
             Level::Shared
@@ -1482,16 +1550,55 @@ impl Rank {
         // 0.736 → 0.708, fluct16 at 50 ms 0.925 → 0.912).
         let for_ranks = if busy_for == 0.0
             && !early
-            && self.topology.ranks() >= HOST_SHARE_FROM
+            && self.topology.ranks() >= LARGE_JOB
             && self.params.host_board
             && !self.slow(self.storage_cost)
         {
-            let free = self.topology.free_nearer(&self.idle, self.me, 1);
-            f64::from(free).clamp(1.0, HOST_SHARE_RANKS)
+            let free = f64::from(self.topology.free_nearer(&self.idle, self.me, 1));
+            let host_speed = self
+                .hosts
+                .get(self.topology.host_index(self.me))
+                .map_or(0.0, |h| h.1);
+            let (mean, v) = (host_speed / self.host_ranks as f64, self.speed.get());
+            let pace = if v > 0.0 && mean > 0.0 {
+                (mean / v).min(1.0)
+            } else {
+                1.0
+            };
+            (free.min(HOST_SHARE_RANKS) * pace).max(1.0)
         } else {
             1.0
         };
-        let search = Search {
+        let search = self.search(
+            now,
+            (busy_for, idle_since),
+            woken,
+            poll,
+            (early, for_ranks, 0),
+        );
+        self.ask(
+            Request::Help(search),
+            Asking::Help {
+                early,
+                for_ranks,
+                gather: false,
+            },
+        );
+        None
+    }
+
+    /// A search for help from `now`, with `busy` seconds of own work left
+    /// and idle since then, `(early, for_ranks, gather)` as
+    /// [`Search::early`], [`Search::for_ranks`] and [`Search::gather`] say.
+    fn search(
+        &self,
+        now: f64,
+        (busy_for, idle_since): (f64, f64),
+        woken: bool,
+        poll: f64,
+        (early, for_ranks, gather): (bool, f64, u64),
+    ) -> Search {
+        Search {
             now,
             busy_for,
             idle_since,
@@ -1512,8 +1619,45 @@ impl Rank {
             counted_at: self.counted_at,
             job_end: self.job_end,
             for_ranks,
-        };
-        self.ask(Request::Help(search), Asking::Help { early, for_ranks });
-        None
+            gather,
+        }
+    }
+
+    /// Whether the hosts of this job have proxies now: in a large job
+    /// ([`LARGE_JOB`]) with host boards, on shared storage whose
+    /// consultation costs less than [`PROXY_COST`]. A host's proxy (its
+    /// lowest rank) is the only one of its ranks whose SOS goes on the
+    /// shared board. While its host will be late as a whole it gathers the
+    /// host's excess (the ids its host's ranks will not finish by the job's
+    /// forecast end) from their SOS on the host's board into its own, which
+    /// other hosts' ranks help, and its SOS stays there while it is late.
+    /// So the owners that look at SOS on the shared storage grow with the
+    /// late hosts, not the late ranks. Simulator, fluct16's speeds, 16
+    /// ranks per host, 2 % jitter, 3 seeds: 10,000 ranks 0.946 → 0.953,
+    /// peak operations per second 74,000 → 39,000, in all 574,000 →
+    /// 159,000; 1,024 ranks 0.950 → 0.951, peak 7,500 → 4,000.
+    fn proxies(&self) -> bool {
+        self.topology.ranks() >= LARGE_JOB
+            && self.params.host_board
+            && self.storage_cost < PROXY_COST
+    }
+
+    /// The ids this rank, its host's proxy ([`Rank::proxies`]), gathers from
+    /// its host's SOS now (`v`: its speed): the ids its host will not
+    /// finish by the job's forecast end, at the last wave's figures, less
+    /// those it will not finish itself (its SOS offers those); `None`
+    /// while its host will not be late as a whole or that is less than a
+    /// lease.
+    fn gather_want(&self, now: f64, v: f64) -> Option<u64> {
+        let threshold =
+            self.params.late_threshold.max(SOS_COST * self.storage_cost) + self.index_wait();
+        let host_late = self.host_end - self.job_end;
+        if !self.proxy || !self.proxies() || host_late < threshold {
+            return None;
+        }
+        let host_speed = self.hosts.get(self.topology.host_index(self.me))?.1;
+        let own = (self.remaining() as f64 - v * (self.job_end - now).max(0.0)).max(0.0);
+        let want = host_late * host_speed - own;
+        (want >= self.lease_len(now) as f64).then_some(want as u64)
     }
 }
