@@ -804,13 +804,7 @@ impl Rank {
             }
             (Asking::Help { gather: true, .. }, Outcome::Helped { taken, .. }) => {
                 if let Some((owner, seq, ids)) = taken {
-                    self.report.taken += ids.len();
-                    self.events.push(Event::AidGiven {
-                        owner,
-                        seq,
-                        ids: ids.clone(),
-                    });
-                    self.lease.extend(&ids);
+                    self.took(owner, seq, ids);
                     // The check posts or refreshes the SOS at once.
                     self.next_check = f64::NEG_INFINITY;
                 }
@@ -822,13 +816,7 @@ impl Rank {
                 Outcome::Helped { taken, wake },
             ) => match taken {
                 Some((owner, seq, ids)) => {
-                    self.report.taken += ids.len();
-                    self.events.push(Event::AidGiven {
-                        owner,
-                        seq,
-                        ids: ids.clone(),
-                    });
-                    self.lease.extend(&ids);
+                    self.took(owner, seq, ids);
                     self.idle_since = None;
                     // A host share (from another host's SOS) ends when the
                     // ranks it is for, as fast as this one, finish it: the
@@ -876,6 +864,13 @@ impl Rank {
             }
         }
         Ok(())
+    }
+
+    /// The clerk took `ids` from the SOS `seq` of `owner` for this rank.
+    fn took(&mut self, owner: usize, seq: u64, ids: IdSet) {
+        self.report.taken += ids.len();
+        self.lease.extend(&ids);
+        self.events.push(Event::AidGiven { owner, seq, ids });
     }
 
     /// AID records that arrived on the own SOS `seq`.

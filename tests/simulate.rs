@@ -1376,6 +1376,19 @@ fn host_boards_keep_most_balancing_off_the_shared_storage() {
     );
 }
 
+/// [`fluct_sim`] on `ranks` ranks, 16 per host, in mode full: every id
+/// exactly once.
+fn fluct_on_hosts_of_16(ranks: usize) -> Outcome {
+    let opts = Options {
+        ranks_per_host: 16,
+        ..Options::default()
+    };
+    let p = params(Mode::Full, HelpPolicy::Balanced);
+    let out = sim::simulate(&fluct_sim(ranks), &p, &opts).unwrap();
+    assert_exactly_once(&out);
+    out
+}
+
 /// Host shares (issue 11): in the last seconds of 1,024 ranks of fluct16's
 /// speeds on hosts of 16, an idle rank takes from another host's SOS for
 /// up to four free ranks of its host and offers what it cannot compute on
@@ -1384,17 +1397,7 @@ fn host_boards_keep_most_balancing_off_the_shared_storage() {
 /// ranks; 66 without host shares). Every id exactly once.
 #[test]
 fn idle_ranks_pass_host_shares_on_through_their_hosts_boards() {
-    let opts = Options {
-        ranks_per_host: 16,
-        ..Options::default()
-    };
-    let out = sim::simulate(
-        &fluct_sim(1024),
-        &params(Mode::Full, HelpPolicy::Balanced),
-        &opts,
-    )
-    .unwrap();
-    assert_exactly_once(&out);
+    let out = fluct_on_hosts_of_16(1024);
     let host = |r: usize| r / 16;
     // When each rank last took from another host's SOS, and the takes from
     // such a rank by its own host's ranks within a second after that.
@@ -1434,17 +1437,7 @@ fn idle_ranks_pass_host_shares_on_through_their_hosts_boards() {
 /// exactly once.
 #[test]
 fn in_a_large_job_only_proxies_hold_sos_on_the_shared_board() {
-    let opts = Options {
-        ranks_per_host: 16,
-        ..Options::default()
-    };
-    let out = sim::simulate(
-        &fluct_sim(1024),
-        &params(Mode::Full, HelpPolicy::Balanced),
-        &opts,
-    )
-    .unwrap();
-    assert_exactly_once(&out);
+    let out = fluct_on_hosts_of_16(1024);
     let (mut far, mut gathered) = (0, 0);
     for (r, events) in out.events.iter().enumerate() {
         for (_, e) in events {
@@ -1959,13 +1952,50 @@ fn an_early_search_gives_up_after_four_empty_looks() {
     assert_eq!(listed, 12 - 4, "records read by one early search");
 }
 
+/// A board of four ranks where rank 3's SOS is open and listed, with
+/// `(speed, remaining, forecast, updated_at)` and `tail`.
+fn four_with_rank_3_open(
+    (speed, remaining, forecast, updated_at): (f64, u64, f64, f64),
+    tail: IdSet,
+) -> soslb::board::memory::MemoryBoard {
+    use soslb::board::{Access, Board, OpenEntry, Post, SosState};
+    let mut board = soslb::board::memory::MemoryBoard::new(4);
+    board
+        .with_sos(3, Access::Wait, &mut |s| {
+            s.seq = 1;
+            s.state = SosState::Open(Post {
+                speed,
+                remaining,
+                forecast,
+                host: "m".into(),
+                site: "m".into(),
+                opened_at: 0.0,
+                updated_at,
+                tail: tail.clone(),
+            });
+        })
+        .unwrap();
+    board
+        .with_index(Access::Wait, &mut |ix| {
+            ix.upsert(OpenEntry {
+                rank: 3,
+                seq: 1,
+                forecast,
+                opened_at: 0.0,
+                speed,
+            })
+        })
+        .unwrap();
+    board
+}
+
 /// A search for help still out when the job's verdict comes (the clerk
 /// runs in its own thread) stops before its next operation on the board
 /// and takes nothing: `finish` waits for it, and its outcome can no longer
 /// matter. The same search with the flag down takes its share.
 #[test]
 fn a_search_out_at_the_verdict_stops_without_touching_the_board() {
-    use soslb::board::{Access, Board, OpenEntry, Post, SosState, memory::MemoryBoard};
+    use soslb::board::Board;
     use soslb::clerk::{Clerk, Outcome as Found, Request};
     use soslb::config::{Hosts, Sites};
     use soslb::topology::Topology;
@@ -1980,36 +2010,8 @@ fn a_search_out_at_the_verdict_stops_without_touching_the_board() {
         ))
     };
     // Rank 3 slow, with 900 ids in its tail.
-    let board = || {
-        let mut board = MemoryBoard::new(4);
-        board
-            .with_sos(3, Access::Wait, &mut |s| {
-                s.seq = 1;
-                s.state = SosState::Open(Post {
-                    speed: 1.0,
-                    remaining: 1_000,
-                    forecast: 1_000.0,
-                    host: "m".into(),
-                    site: "m".into(),
-                    opened_at: 0.0,
-                    updated_at: 9.0,
-                    tail: IdSet::from_range(3_100..4_000),
-                });
-            })
-            .unwrap();
-        board
-            .with_index(Access::Wait, &mut |ix| {
-                ix.upsert(OpenEntry {
-                    rank: 3,
-                    seq: 1,
-                    forecast: 1_000.0,
-                    opened_at: 0.0,
-                    speed: 1.0,
-                })
-            })
-            .unwrap();
-        board
-    };
+    let board =
+        || four_with_rank_3_open((1.0, 1_000, 1_000.0, 9.0), IdSet::from_range(3_100..4_000));
     let search = search_at_ten(0.0, false, Vec::new());
     let (mut going, mut over) = (board(), board());
     let reply = helper().serve(Request::Help(search.clone()), &mut going);
@@ -2080,42 +2082,13 @@ fn the_simulated_finish_waits_for_the_storage_as_the_real_one() {
 /// the job's end 10 s away, can spare 100.
 #[test]
 fn a_proxy_gathers_only_what_its_hosts_owners_will_not_finish() {
-    use soslb::board::{Access, Board, OpenEntry, Post, SosState, memory::MemoryBoard};
+    use soslb::board::{Board, memory::MemoryBoard};
     use soslb::clerk::{Clerk, Outcome as Found, Request};
     use soslb::config::{Hosts, Sites};
     use soslb::topology::Topology;
     let topology = Topology::new(vec!["m".into(); 4], &Hosts::Real, &Sites::Single);
     let p = params(Mode::Full, HelpPolicy::Balanced);
-    let host = || {
-        let mut board = MemoryBoard::new(4);
-        board
-            .with_sos(3, Access::Wait, &mut |s| {
-                s.seq = 1;
-                s.state = SosState::Open(Post {
-                    speed: 10.0,
-                    remaining: 200,
-                    forecast: 30.0,
-                    host: "m".into(),
-                    site: "m".into(),
-                    opened_at: 0.0,
-                    updated_at: 10.0,
-                    tail: IdSet::from_range(3_850..4_000),
-                });
-            })
-            .unwrap();
-        board
-            .with_index(Access::Wait, &mut |ix| {
-                ix.upsert(OpenEntry {
-                    rank: 3,
-                    seq: 1,
-                    forecast: 30.0,
-                    opened_at: 0.0,
-                    speed: 10.0,
-                })
-            })
-            .unwrap();
-        board
-    };
+    let host = || four_with_rank_3_open((10.0, 200, 30.0, 10.0), IdSet::from_range(3_850..4_000));
     for (want, taken) in [(30, 30), (500, 100)] {
         let mut clerk = Clerk::new(&soslb::policy::Rank::new(
             0,
