@@ -200,6 +200,13 @@ pub struct Config {
     /// the load on the shared storage grows with the late hosts, not the
     /// ranks (default true; false: every SOS on the shared storage).
     pub host_board: bool,
+    /// Ranks from which on a job is large (default 1000): each host's lowest
+    /// rank is its proxy, the only one of the host's ranks whose SOS goes on
+    /// the shared storage, gathering its late host's excess from the host's
+    /// board; and idle ranks take shares from other hosts for up to four
+    /// free ranks of their host and pass them on through the host's board
+    /// (see [`crate::policy::LARGE_JOB`]). Needs `host_board`.
+    pub large_job: usize,
     /// Write the monitor logs `log/<host>.<rank>.log` (default true).
     pub log: bool,
     /// Print a per-rank summary on rank 0 at finalize (default false).
@@ -246,6 +253,7 @@ impl Default for Config {
             sites: Sites::Single,
             emulate_speed: Vec::new(),
             host_board: true,
+            large_job: crate::policy::LARGE_JOB,
             log: true,
             summary: false,
             storage_delay: 0.0,
@@ -300,6 +308,7 @@ fields!(
     sites,
     emulate_speed,
     host_board,
+    large_job,
     log,
     summary,
     storage_delay,
@@ -551,7 +560,7 @@ mod tests {
         let c: Config = ron_options().from_str("()").unwrap();
         assert_eq!(c, Config::default());
         c.validate("test").unwrap();
-        assert_eq!(FIELDS.len(), 29);
+        assert_eq!(FIELDS.len(), 30);
     }
 
     #[test]

@@ -88,15 +88,15 @@ const EARLY_SLACK: f64 = 2.0;
 /// 106,700 with them; once per interval made 237,500).
 const EARLY_LOOKS: f64 = 64.0;
 
-/// Ranks from which on a job is large (DESIGN §6: at scale the shared
-/// server's load matters more than a helper's latency): its hosts have
-/// proxies ([`Rank::proxies`]) and its idle ranks take host shares
-/// ([`HOST_SHARE_RANKS`]). Below, neither pays: with host shares in every
+/// The default of the config's `large_job`: ranks from which on a job is
+/// large (DESIGN §6: at scale the shared server's load matters more than a
+/// helper's latency): its hosts have proxies (`Rank::proxies`) and its idle
+/// ranks take host shares (`HOST_SHARE_RANKS`). Below, neither pays: with host shares in every
 /// job, 64 and 256 ranks kept their peaks of shared-storage operations
 /// per second (648, 2,124: made elsewhere) and 256 ranks lost 0.969 →
 /// 0.965; the emulator's fluct16 on four hosts of four ranks lost 0.954 →
 /// 0.931 (five runs each, in turns).
-const LARGE_JOB: usize = 1000;
+pub const LARGE_JOB: usize = 1000;
 
 /// Ranks of its host's mean speed, at most, that an idle rank of a large
 /// job takes a share from another host's SOS for (a host share; at most
@@ -151,6 +151,8 @@ pub struct Params {
     /// There is a board per host: an SOS goes on the shared board only when
     /// the owner's host as a whole will be late.
     pub host_board: bool,
+    /// Ranks from which on a job is large ([`LARGE_JOB`]).
+    pub large_job: usize,
 }
 
 impl From<&Config> for Params {
@@ -166,6 +168,7 @@ impl From<&Config> for Params {
             grace: c.grace,
             poll_interval: c.poll_interval,
             host_board: c.host_board,
+            large_job: c.large_job,
         }
     }
 }
@@ -478,7 +481,7 @@ impl Rank {
             free: false,
             share_end: f64::NEG_INFINITY,
             host_share: false,
-            proxy: topology.ranks() >= LARGE_JOB
+            proxy: topology.ranks() >= params.large_job
                 && (0..me).all(|r| topology.host_index(r) != topology.host_index(me)),
             gathered_at: f64::NEG_INFINITY,
             host_ranks: (0..topology.ranks())
@@ -1545,7 +1548,7 @@ impl Rank {
         // 0.736 → 0.708, fluct16 at 50 ms 0.925 → 0.912).
         let for_ranks = if busy_for == 0.0
             && !early
-            && self.topology.ranks() >= LARGE_JOB
+            && self.topology.ranks() >= self.params.large_job
             && self.params.host_board
             && !self.slow(self.storage_cost)
         {
@@ -1619,7 +1622,7 @@ impl Rank {
     }
 
     /// Whether the hosts of this job have proxies now: in a large job
-    /// ([`LARGE_JOB`]) with host boards, on shared storage whose
+    /// ([`Params::large_job`]) with host boards, on shared storage whose
     /// consultation costs less than [`PROXY_COST`]. A host's proxy (its
     /// lowest rank) is the only one of its ranks whose SOS goes on the
     /// shared board. While its host will be late as a whole it gathers the
@@ -1632,7 +1635,7 @@ impl Rank {
     /// peak operations per second 74,000 → 39,000, in all 574,000 →
     /// 159,000; 1,024 ranks 0.950 → 0.951, peak 7,500 → 4,000.
     fn proxies(&self) -> bool {
-        self.topology.ranks() >= LARGE_JOB
+        self.topology.ranks() >= self.params.large_job
             && self.params.host_board
             && self.storage_cost < PROXY_COST
     }

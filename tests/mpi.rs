@@ -264,6 +264,44 @@ fn emulated_sites_compute_every_id_once_and_help_from_near_first() {
     assert!(d0 + d1 >= d2, "more help from the far site: {result}");
 }
 
+/// Host proxies and host shares (issue 11), which the library turns on
+/// from 1,000 ranks (`large_job`), through the real file boards at 16
+/// ranks with `large_job: 16`: in sites16s host 1 (ranks 4 to 7) slows
+/// down; its lowest rank, 4, gathers its host's excess from its host's
+/// board, and of host 1's ranks it alone takes help from other hosts.
+/// Every id once.
+#[test]
+fn host_proxies_gather_and_alone_take_help_from_other_hosts() {
+    let run = emulate("sites16s", "full", &[("SOSLB_LARGE_JOB", "16")]);
+    run.assert_exactly_once(4000);
+    println!("{}", run.result);
+    let host = |r: usize| r / 4;
+    for r in 0..16 {
+        for helper in helpers_of(&run, r) {
+            assert!(
+                host(helper) == host(r) || r % 4 == 0,
+                "rank {r}, not its host's proxy, was helped by rank {helper}"
+            );
+        }
+    }
+    let far = helpers_of(&run, 4)
+        .iter()
+        .filter(|&&h| host(h) != 1)
+        .count();
+    assert!(
+        far > 0,
+        "no other host helped host 1's proxy: {}",
+        run.result
+    );
+    let gathered = run
+        .log(4)
+        .lines()
+        .filter(|l| l.contains(" aid-given "))
+        .filter_map(|l| field(l, "owner")?.parse::<usize>().ok())
+        .any(|owner| host(owner) == 1);
+    assert!(gathered, "rank 4 gathered nothing from its host");
+}
+
 #[test]
 fn slow_storage_keeps_every_id_once() {
     let env = [
