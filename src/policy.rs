@@ -91,11 +91,12 @@ const EARLY_LOOKS: f64 = 64.0;
 /// The default of the config's `large_job`: ranks from which on a job is
 /// large (DESIGN §6: at scale the shared server's load matters more than a
 /// helper's latency): its hosts have proxies (`Rank::proxies`) and its idle
-/// ranks take host shares (`HOST_SHARE_RANKS`). Below, neither pays: with host shares in every
-/// job, 64 and 256 ranks kept their peaks of shared-storage operations
-/// per second (648, 2,124: made elsewhere) and 256 ranks lost 0.969 →
-/// 0.965; the emulator's fluct16 on four hosts of four ranks lost 0.954 →
-/// 0.931 (five runs each, in turns).
+/// ranks take host shares (`HOST_SHARE_RANKS`). Below, neither pays: with
+/// host shares in every job, 64 and 256 ranks kept their peaks of
+/// shared-storage operations per second (648, 2,124: made elsewhere) and
+/// 256 ranks lost 0.969 → 0.965; the emulator's fluct16 on four hosts of
+/// four ranks lost 0.954 → 0.931 (five runs each, in turns); with proxies
+/// at 16 ranks (sites16s) 0.76 → 0.70.
 pub const LARGE_JOB: usize = 1000;
 
 /// Ranks of its host's mean speed, at most, that an idle rank of a large
@@ -124,7 +125,7 @@ const HOST_SHARE_RANKS: f64 = 4.0;
 /// hosts' ranks queue on a proxy's one lock, and at 200 ms per operation
 /// the queue cost more than the proxies saved (simulator, 1,024 ranks
 /// 0.820 → 0.721, 10,000 ranks 0.646 → 0.593; at 20 and 50 ms they gained:
-/// 0.737 → 0.834 and 0.793 → 0.800, 0.716 → 0.775 and 0.636 → 0.710).
+/// 0.737 → 0.853 and 0.793 → 0.840, 0.716 → 0.793 and 0.636 → 0.746).
 const PROXY_COST: f64 = 0.5;
 
 /// The numbers of the config the state machine uses.
