@@ -127,10 +127,13 @@ proptest! {
         // Replies that come later than the next steps (the clerk's
         // requests run while the rank computes), or at once.
         delay in prop_oneof![Just(0.0), 0.001f64..0.2],
+        // Host proxies and host shares (a large job) from this many ranks.
+        large in prop_oneof![Just(soslb::policy::LARGE_JOB), 0usize..12],
     ) {
         let s = scenario(ranks, z, classes, fluct, step);
         let mut p = params(mode, policy);
         p.late_threshold = late;
+        p.large_job = large;
         let opts = Options { seed, jitter, busy_one_in: busy, ranks_per_host: per_host, hosts_per_site: 2, storage_delay: delay, ..Options::default() };
         let out = sim::simulate(&s, &p, &opts).unwrap();
         assert_exactly_once(&out);
