@@ -1433,15 +1433,29 @@ impl Rank {
     /// bound). A host share not yet offered goes on the host's board
     /// whatever the waves say: it is the host's free ranks' work.
     fn post_level(&self) -> Level {
-        let threshold =
-            self.params.late_threshold.max(SOS_COST * self.storage_cost) + self.index_wait();
-        let host_late = self.host_end - self.job_end >= threshold && self.topology.hosts() > 1;
+        let host_late = self.host_lateness().is_some() && self.topology.hosts() > 1;
         let proxied = self.proxies() && !self.proxy;
         if self.params.host_board && (!host_late || self.host_share || proxied) {
             Level::Host
         } else {
             Level::Shared
         }
+    }
+
+    /// Seconds by which this rank's host as a whole will be late against the
+    /// job's forecast end, at the last wave's figures, when that is late
+    /// enough for help from other hosts ([`Rank::post_level`]).
+    fn host_lateness(&self) -> Option<f64> {
+        let threshold =
+            self.params.late_threshold.max(SOS_COST * self.storage_cost) + self.index_wait();
+        let late = self.host_end - self.job_end;
+        (late >= threshold).then_some(late)
+    }
+
+    /// This rank's host's summed speed at the last wave.
+    fn host_speed(&self) -> f64 {
+        let h = self.topology.host_index(self.me);
+        self.hosts.get(h).map_or(0.0, |h| h.1)
     }
 
     /// Ask for a look at the own open SOS that does `op`.
@@ -1554,11 +1568,7 @@ impl Rank {
             && !self.slow(self.storage_cost)
         {
             let free = f64::from(self.topology.free_nearer(&self.idle, self.me, 1));
-            let host_speed = self
-                .hosts
-                .get(self.topology.host_index(self.me))
-                .map_or(0.0, |h| h.1);
-            let (mean, v) = (host_speed / self.host_ranks as f64, self.speed.get());
+            let (mean, v) = (self.host_speed() / self.host_ranks as f64, self.speed.get());
             let pace = if v > 0.0 && mean > 0.0 {
                 (mean / v).min(1.0)
             } else {
@@ -1648,15 +1658,12 @@ impl Rank {
     /// while its host will not be late as a whole or that is less than a
     /// lease.
     fn gather_want(&self, now: f64, v: f64) -> Option<u64> {
-        let threshold =
-            self.params.late_threshold.max(SOS_COST * self.storage_cost) + self.index_wait();
-        let host_late = self.host_end - self.job_end;
-        if !self.proxy || !self.proxies() || host_late < threshold {
+        if !self.proxy || !self.proxies() {
             return None;
         }
-        let host_speed = self.hosts.get(self.topology.host_index(self.me))?.1;
+        let host_late = self.host_lateness()?;
         let own = (self.remaining() as f64 - v * (self.job_end - now).max(0.0)).max(0.0);
-        let want = host_late * host_speed - own;
+        let want = host_late * self.host_speed() - own;
         (want >= self.lease_len(now) as f64).then_some(want as u64)
     }
 }
