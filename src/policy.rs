@@ -809,9 +809,11 @@ impl Rank {
             (Asking::Help { gather: true, .. }, Outcome::Helped { taken, .. }) => {
                 if let Some((owner, seq, ids)) = taken {
                     self.took(owner, seq, ids);
-                    // The check posts or refreshes the SOS at once.
-                    self.next_check = f64::NEG_INFINITY;
                 }
+                // The check posts or refreshes the SOS at once, whatever
+                // the gather found: the gather came first in the check, and
+                // the next one will not gather again before an interval.
+                self.next_check = f64::NEG_INFINITY;
             }
             (
                 Asking::Help {

@@ -1564,6 +1564,12 @@ type Planned = (
 /// seconds a consultation (0: not measured); its clerk and board, and the
 /// time.
 fn planned_on_hosts(hosts: [&str; 2], storage: f64) -> Planned {
+    planned_on_hosts_from(hosts, storage, soslb::policy::LARGE_JOB)
+}
+
+/// [`planned_on_hosts`] in a job that is large from `large_job` ranks on
+/// (2: rank 0 is its host's proxy).
+fn planned_on_hosts_from(hosts: [&str; 2], storage: f64, large_job: usize) -> Planned {
     use soslb::config::{Hosts, Sites};
     let topology = soslb::topology::Topology::new(
         hosts.map(String::from).to_vec(),
@@ -1572,6 +1578,7 @@ fn planned_on_hosts(hosts: [&str; 2], storage: f64) -> Planned {
     );
     let mut p = params(Mode::Full, HelpPolicy::Balanced);
     p.host_board = true;
+    p.large_job = large_job;
     let mut rank = soslb::policy::Rank::new(0, 4000, p, topology);
     let clerk = soslb::clerk::Clerk::new(&rank);
     let board = soslb::board::memory::MemoryBoard::new(2);
@@ -1629,6 +1636,41 @@ fn on_one_host_an_sos_stays_on_the_host_board() {
         };
         assert_eq!(level, want, "hosts {hosts:?}, storage {storage} s");
     }
+}
+
+/// A proxy whose host will be late as a whole gathers its host's excess,
+/// and a gather that finds nothing holds back no post: rank 0, 0.5 s late
+/// itself, its host 2 s late, alone on its host's board, posts its SOS on
+/// the shared board right after its first gather. (Before, each check
+/// gathered again instead: simulator, 10,000 ranks, a proxy 4 s late
+/// posted nothing for 1.8 s at the job's end.)
+#[test]
+fn a_proxy_that_gathers_nothing_still_posts() {
+    use soslb::board::Level;
+    use soslb::clerk::Request;
+    let (mut rank, mut clerk, mut board, mut t) = planned_on_hosts_from(["h0", "h1"], 0.0, 2);
+    let gathers = std::cell::Cell::new(0);
+    let stop = |r: &Request| match r {
+        Request::Help(search) if search.gather > 0 => {
+            gathers.set(gathers.get() + 1);
+            false
+        }
+        r => matches!(r, Request::Post { .. }),
+    };
+    let (c, b) = (&mut clerk, &mut board);
+    let post = run_under_waves(&mut rank, c, b, &mut t, (0.011, (0.5, 2.0)), &stop);
+    assert!(
+        matches!(
+            post,
+            Some(Request::Post {
+                level: Level::Shared,
+                ..
+            })
+        ),
+        "after {} gathers: {post:?}",
+        gathers.get()
+    );
+    assert_eq!(gathers.get(), 1, "gathers before the post");
 }
 
 /// Steps of `rank` (`per_id` s a realisation) for at most 3 s, its
