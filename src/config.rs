@@ -183,6 +183,10 @@ pub struct Config {
     pub discovery: Discovery,
     /// Seconds between two reads of `open.ron` when polling (default 0.1).
     pub poll_interval: f64,
+    /// Seconds between two reads of `open.ron` at most: idle polls that find
+    /// nothing new back off, doubling their interval up to this (default
+    /// 0.8, eight poll intervals), and a new SOS resets them.
+    pub poll_max: f64,
     /// A helper at distance d takes from an SOS only after it has been open
     /// `d·grace` seconds (default 0.5).
     pub grace: f64,
@@ -248,6 +252,7 @@ impl Default for Config {
             job_id: None,
             discovery: Discovery::Auto,
             poll_interval: 0.1,
+            poll_max: 0.8,
             grace: 0.5,
             hosts: Hosts::Real,
             sites: Sites::Single,
@@ -303,6 +308,7 @@ fields!(
     job_id,
     discovery,
     poll_interval,
+    poll_max,
     grace,
     hosts,
     sites,
@@ -418,6 +424,7 @@ impl Config {
             ("late_threshold", self.late_threshold, true),
             ("chunk_time", self.chunk_time, true),
             ("poll_interval", self.poll_interval, false),
+            ("poll_max", self.poll_max, false),
             ("grace", self.grace, true),
             ("storage_delay", self.storage_delay, true),
             ("wait_warning", self.wait_warning, false),
@@ -436,6 +443,16 @@ impl Config {
                     format!("{v} seconds: must be a finite number of seconds, {need}"),
                 );
             }
+        }
+        if self.poll_max < self.poll_interval {
+            return bad(
+                "poll_max",
+                format!(
+                    "{} s is below `poll_interval` ({} s): polls back off from \
+                     `poll_interval` up to `poll_max`",
+                    self.poll_max, self.poll_interval
+                ),
+            );
         }
         if self.check_interval < 0.1 {
             return bad(
@@ -560,7 +577,7 @@ mod tests {
         let c: Config = ron_options().from_str("()").unwrap();
         assert_eq!(c, Config::default());
         c.validate("test").unwrap();
-        assert_eq!(FIELDS.len(), 30);
+        assert_eq!(FIELDS.len(), 31);
     }
 
     #[test]
@@ -643,6 +660,14 @@ mod tests {
         let p = temp_file("frac.ron", "(warmup_fraction: 0.05)");
         let msg = Config::from_file(&p).unwrap_err().to_string();
         assert!(msg.contains("walltime"), "{msg}");
+        std::fs::remove_file(&p).unwrap();
+
+        let p = temp_file("poll.ron", "(poll_interval: 0.5, poll_max: 0.2)");
+        let msg = Config::from_file(&p).unwrap_err().to_string();
+        assert!(
+            msg.contains("poll_max") && msg.contains("0.2 s is below `poll_interval` (0.5 s)"),
+            "{msg}"
+        );
         std::fs::remove_file(&p).unwrap();
 
         let p = temp_file("speed.ron", "(emulate_speed: [1.0, 0.0])");

@@ -149,6 +149,9 @@ pub struct Params {
     pub grace: f64,
     /// Seconds between two looks at the open index while idle.
     pub poll_interval: f64,
+    /// Seconds between two looks at the open index while idle, at most:
+    /// polls that find nothing back off up to this.
+    pub poll_max: f64,
     /// There is a board per host: an SOS goes on the shared board only when
     /// the owner's host as a whole will be late.
     pub host_board: bool,
@@ -168,6 +171,7 @@ impl From<&Config> for Params {
             help_policy: c.help_policy,
             grace: c.grace,
             poll_interval: c.poll_interval,
+            poll_max: c.poll_max,
             host_board: c.host_board,
             large_job: c.large_job,
         }
