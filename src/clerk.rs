@@ -689,12 +689,7 @@ impl Clerk {
         let host = self.topology.host(self.me).to_string();
         let mut copy = None;
         if on_shared && !search.woken && !self.host_copy_broken {
-            let fresh = 0.5
-                * if idle {
-                    backed_off(self.idle_polls)
-                } else {
-                    poll
-                };
+            let fresh = 0.5 * backed_off(if idle { self.idle_polls } else { 0 });
             match board.read_host_index(&host) {
                 Ok(c) => copy = c.filter(|&(_, at)| now - at < fresh).map(|c| c.0),
                 Err(e) => self.host_copy_failed(e),

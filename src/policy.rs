@@ -424,8 +424,8 @@ pub struct Rank {
     /// The lease holds a host share ([`HOST_SHARE_RANKS`]) not yet offered
     /// on the host's board: the next post goes there.
     host_share: bool,
-    /// This rank is the lowest of its host in a large job: its host's
-    /// proxy while [`Rank::proxies`] says so.
+    /// This rank is the lowest of its host: its host's proxy while
+    /// [`Rank::proxies`] says so.
     proxy: bool,
     /// When the proxy last gathered its host's excess.
     gathered_at: f64,
@@ -486,8 +486,7 @@ impl Rank {
             free: false,
             share_end: f64::NEG_INFINITY,
             host_share: false,
-            proxy: topology.ranks() >= params.large_job
-                && (0..me).all(|r| topology.host_index(r) != topology.host_index(me)),
+            proxy: (0..me).all(|r| topology.host_index(r) != topology.host_index(me)),
             gathered_at: f64::NEG_INFINITY,
             host_ranks: (0..topology.ranks())
                 .filter(|&r| topology.host_index(r) == topology.host_index(me))
@@ -1567,23 +1566,19 @@ impl Rank {
         // host's board lost (simulator, four hosts of four ranks, 12 seeds,
         // with host shares from the owner's own host too: step16 at 200 ms
         // 0.736 → 0.708, fluct16 at 50 ms 0.925 → 0.912).
-        let for_ranks = if busy_for == 0.0
-            && !early
-            && self.topology.ranks() >= self.params.large_job
-            && self.params.host_board
-            && !self.slow(self.storage_cost)
-        {
-            let free = f64::from(self.topology.free_nearer(&self.idle, self.me, 1));
-            let (mean, v) = (self.host_speed() / self.host_ranks as f64, self.speed.get());
-            let pace = if v > 0.0 && mean > 0.0 {
-                (mean / v).min(1.0)
+        let for_ranks =
+            if busy_for == 0.0 && !early && self.large() && !self.slow(self.storage_cost) {
+                let free = f64::from(self.topology.free_nearer(&self.idle, self.me, 1));
+                let (mean, v) = (self.host_speed() / self.host_ranks as f64, self.speed.get());
+                let pace = if v > 0.0 && mean > 0.0 {
+                    (mean / v).min(1.0)
+                } else {
+                    1.0
+                };
+                (free.min(HOST_SHARE_RANKS) * pace).max(1.0)
             } else {
                 1.0
             };
-            (free.min(HOST_SHARE_RANKS) * pace).max(1.0)
-        } else {
-            1.0
-        };
         let search = self.search(
             now,
             (busy_for, idle_since),
@@ -1652,9 +1647,13 @@ impl Rank {
     /// peak operations per second 74,000 → 39,000, in all 574,000 →
     /// 159,000; 1,024 ranks 0.950 → 0.951, peak 7,500 → 4,000.
     fn proxies(&self) -> bool {
-        self.topology.ranks() >= self.params.large_job
-            && self.params.host_board
-            && self.storage_cost < PROXY_COST
+        self.large() && self.storage_cost < PROXY_COST
+    }
+
+    /// Whether this job is large ([`Params::large_job`]) and has host
+    /// boards: the condition of host proxies and host shares.
+    fn large(&self) -> bool {
+        self.topology.ranks() >= self.params.large_job && self.params.host_board
     }
 
     /// The ids this rank, its host's proxy ([`Rank::proxies`]), gathers from
