@@ -40,6 +40,7 @@
 
 use mpi::traits::*;
 use soslb::config::{Config, Grid, Hosts, Mode, Sites};
+use soslb::policy::RankReport;
 use soslb::scenario::Scenario;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -354,12 +355,7 @@ fn run_once(
             );
         }
         let ideal = scenario.ideal(ranks);
-        let mut help = [0u64; 3];
-        for rep in summary.iter().flat_map(|s| s.ranks.iter()) {
-            for (h, g) in help.iter_mut().zip(rep.given_to) {
-                *h += g;
-            }
-        }
+        let help = RankReport::help_by_distance(summary.iter().flat_map(|s| s.ranks.iter()));
         println!(
             "result: scenario={} mode={} ranks={ranks} realisations={} missing={missing} duplicates={duplicates} \
              makespan_s={makespan:.2} ideal_s={ideal:.2} efficiency={:.3} count={} error={} \

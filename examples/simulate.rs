@@ -3,9 +3,10 @@
 //! virtual clock) and prints one result line, like the emulator's:
 //!
 //! ```text
-//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=12.4 ideal_s=11.75 efficiency=0.95 sim_seconds=0.01 storage_ops_per_s_peak=1200 storage_ops=9000
+//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=12.4 ideal_s=11.75 efficiency=0.95 sim_seconds=0.01 storage_ops_per_s_peak=1200 storage_ops=9000 help_d0=310 help_d1=0 help_d2=0
 //! ```
 //!
+//! `help_d<d>`: realisations helpers at distance `d` took (the emulator's).
 //! Usage: `simulate SCENARIO MODE [--storage-delay S] [--seed N] [--jitter F]
 //! [--ranks-per-host N] [--hosts-per-site N] [--trace] [--ops]`; `--trace`
 //! prints every rank's plan, SOS and AID events on stderr, in time order;
@@ -17,7 +18,7 @@
 //! variables (`SOSLB_STORAGE_DELAY` is the default of `--storage-delay`).
 
 use soslb::config::{Config, Mode};
-use soslb::policy::{Event, Params};
+use soslb::policy::{Event, Params, RankReport};
 use soslb::scenario::Scenario;
 use soslb::sim::{Options, REQUESTS, simulate};
 use std::process::ExitCode;
@@ -92,10 +93,11 @@ fn run() -> Result<String, String> {
         .map(|&c| u64::from(c.saturating_sub(1)))
         .sum();
     let ideal = scenario.ideal(scenario.ranks);
+    let help = RankReport::help_by_distance(&out.reports);
     Ok(format!(
         "result: scenario={} mode={} ranks={} realisations={} missing={missing} duplicates={duplicates} \
          makespan_s={:.2} ideal_s={ideal:.2} efficiency={:.3} sim_seconds={seconds:.3} \
-         storage_ops_per_s_peak={} storage_ops={}",
+         storage_ops_per_s_peak={} storage_ops={} help_d0={} help_d1={} help_d2={}",
         scenario.name,
         format!("{mode:?}").to_lowercase(),
         scenario.ranks,
@@ -104,6 +106,9 @@ fn run() -> Result<String, String> {
         ideal / out.makespan,
         out.storage_ops_per_second().max().unwrap_or(0),
         out.storage_ops_per_second().sum::<u64>(),
+        help[0],
+        help[1],
+        help[2],
     ))
 }
 

@@ -305,6 +305,21 @@ pub struct RankReport {
     pub errors: u64,
 }
 
+impl RankReport {
+    /// The realisations helpers took from the SOS of `reports`' ranks, by
+    /// the helper's distance (same host, same site, elsewhere): the
+    /// `help_d0`, `help_d1`, `help_d2` of the emulator's and the
+    /// simulator's result lines.
+    pub fn help_by_distance<'a>(reports: impl IntoIterator<Item = &'a RankReport>) -> [u64; 3] {
+        reports.into_iter().fold([0; 3], |mut help, r| {
+            for (h, g) in help.iter_mut().zip(r.given_to) {
+                *h += g;
+            }
+            help
+        })
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Warmup,

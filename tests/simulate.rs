@@ -8,7 +8,7 @@ use soslb::clerk::Inline;
 use soslb::config::{Config, Mode};
 use soslb::ids::IdSet;
 use soslb::plan::HelpPolicy;
-use soslb::policy::{Event, Params};
+use soslb::policy::{Event, Params, RankReport};
 use soslb::scenario::{Cost, Factor, Scenario};
 use soslb::sim::{self, Options, Outcome};
 
@@ -1394,6 +1394,38 @@ fn near_helpers_close_an_sos_alone_and_post_none_for_their_shares() {
         "the job ended at {:.2} s",
         out.makespan
     );
+}
+
+/// The help by distance of the result lines (the owners' accounts, summed
+/// over their reports) is what the helpers took: each helper's AID events,
+/// at its distance from the owner in the scenarios' grid of two sites of
+/// two hosts of four ranks. sites16's slow host gets help from the other
+/// site, sites16-one's slow rank none.
+#[test]
+fn the_help_by_distance_is_what_the_helpers_took() {
+    for name in ["sites16", "sites16-one"] {
+        let s = Scenario::from_file(&Scenario::path_of(name)).unwrap();
+        let out = simulate_once(&s, Mode::Full);
+        let mut taken = [0u64; 3];
+        for (helper, events) in out.events.iter().enumerate() {
+            for (_, e) in events {
+                if let Event::AidGiven { owner, ids, .. } = e {
+                    let d = if helper / 4 == owner / 4 {
+                        0
+                    } else if helper / 8 == owner / 8 {
+                        1
+                    } else {
+                        2
+                    };
+                    taken[d] += ids.len();
+                }
+            }
+        }
+        let help = RankReport::help_by_distance(&out.reports);
+        assert_eq!(help, taken, "{name}");
+        assert!(help.iter().sum::<u64>() > 0, "{name}: no help");
+        assert_eq!(help[2] > 0, name == "sites16", "{name}: {help:?}");
+    }
 }
 
 /// 64 ranks of fluct16's speeds on 4 hosts of 16 (issue 11): with a board
