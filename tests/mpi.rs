@@ -302,6 +302,47 @@ fn host_proxies_gather_and_alone_take_help_from_other_hosts() {
     assert!(gathered, "rank 4 gathered nothing from its host");
 }
 
+/// A large job on hosts of 16 ranks, through the real file boards: grid64s
+/// (64 ranks on four emulated hosts) with `large_job: 64`; host 1 (ranks
+/// 16 to 31) slows to half at 2 s. Help across hosts goes only to the
+/// hosts' proxies, and host 1's proxy, rank 16, gathers its host's excess
+/// in more than one gather and is helped by other hosts. Every id once.
+#[test]
+fn a_slowed_host_of_a_large_job_is_helped_through_its_proxy() {
+    let run = emulate("grid64s", "full", &[("SOSLB_LARGE_JOB", "64")]);
+    run.assert_exactly_once(16000);
+    println!("{}", run.result);
+    let host = |r: usize| r / 16;
+    for r in 0..64 {
+        for helper in helpers_of(&run, r) {
+            assert!(
+                host(helper) == host(r) || r % 16 == 0,
+                "rank {r}, not its host's proxy, was helped by rank {helper}"
+            );
+        }
+    }
+    let far = helpers_of(&run, 16)
+        .iter()
+        .filter(|&&h| host(h) != 1)
+        .count();
+    assert!(
+        far > 0,
+        "no other host helped host 1's proxy: {}",
+        run.result
+    );
+    let gathers = run
+        .log(16)
+        .lines()
+        .filter(|l| l.contains(" aid-given "))
+        .filter_map(|l| field(l, "owner")?.parse::<usize>().ok())
+        .filter(|&owner| host(owner) == 1)
+        .count();
+    assert!(
+        gathers > 1,
+        "rank 16 gathered {gathers} times from its host"
+    );
+}
+
 #[test]
 fn slow_storage_keeps_every_id_once() {
     let env = [
