@@ -97,7 +97,8 @@ fn run() -> Result<String, String> {
     Ok(format!(
         "result: scenario={} mode={} ranks={} realisations={} missing={missing} duplicates={duplicates} \
          makespan_s={:.2} ideal_s={ideal:.2} efficiency={:.3} sim_seconds={seconds:.3} \
-         storage_ops_per_s_peak={} storage_ops={} help_d0={} help_d1={} help_d2={}",
+         storage_ops_per_s_peak={} storage_ops={} help_d0={} help_d1={} help_d2={} \
+         transfers={} transferred={}",
         scenario.name,
         format!("{mode:?}").to_lowercase(),
         scenario.ranks,
@@ -109,6 +110,8 @@ fn run() -> Result<String, String> {
         help[0],
         help[1],
         help[2],
+        out.transfers.0,
+        out.transfers.1,
     ))
 }
 
@@ -162,6 +165,10 @@ fn print_trace(events: &[Vec<(f64, Event)>]) {
                 }
                 Event::AidGiven { owner, ids, .. } => {
                     format!("aid taken from={owner} ids={}", ids.len())
+                }
+                Event::Sent { to, ids } => format!("transfer to={to} ids={}", ids.len()),
+                Event::Received { from, ids } => {
+                    format!("transfer from={from} ids={}", ids.len())
                 }
                 Event::Recovered { error } => format!("recovered {error}"),
             };

@@ -9,10 +9,11 @@ use crate::board::file::{self, FileBoard, JobInfo};
 use crate::board::warn::Warnings;
 use crate::board::watch::Discovery;
 use crate::clerk::{Clerk, Outcome, Reply, Request};
-use crate::comm::{Comm, Gather, Wave, check_mpi};
+use crate::comm::{Comm, Gather, Outgoing, Wave, check_mpi};
 use crate::config::{self, Config, Mode};
 use crate::deadline::{self, Deadline};
 use crate::error::{Error, Result, code};
+use crate::ids::IdSet;
 use crate::monitor::Monitor;
 use crate::plan::WarmupReport;
 use crate::policy::{Params, Rank, RankReport, Step};
@@ -97,6 +98,14 @@ pub struct Balancer {
     /// The storage cost, timed in the background at init
     /// ([`FileBoard::probe_storage`]), until it arrives.
     storage_probe: Option<Receiver<f64>>,
+    /// Host transfers on their way ([`crate::transfer`]): the rank owns
+    /// work until the receivers have them.
+    outgoing: Vec<Outgoing>,
+    /// Host transfers sent and received (messages), for the drain at
+    /// `finish`.
+    transfers: (u64, u64),
+    /// A host transfer arrived since the rank last looked for work.
+    received: bool,
 }
 
 /// The shell's side of the termination: waves, this rank's failure or stop,
@@ -122,6 +131,8 @@ struct Termination {
     error: Option<(usize, i32, String)>,
     /// Since when this rank waits for a wave, and when it warns next.
     waiting: Option<(f64, f64)>,
+    /// Waves completed (every rank counts the same).
+    waves: u64,
 }
 
 /// What [`Balancer::finish`] returns on every rank.
@@ -357,6 +368,7 @@ impl Balancer {
             verdict: None,
             error: None,
             waiting: None,
+            waves: 0,
         };
         let progress = (me == 0).then(|| Progress::new(config.progress));
         Ok(Balancer {
@@ -382,6 +394,9 @@ impl Balancer {
             due,
             progress,
             storage_probe,
+            outgoing: Vec::new(),
+            transfers: (0, 0),
+            received: false,
         })
     }
 
@@ -496,6 +511,11 @@ impl Balancer {
                         Err(e) => return self.fail_and_conclude(e),
                     }
                 }
+                Ok(Step::Send { to, ids }) => {
+                    self.outgoing
+                        .push(self.comm.send_transfer(to, ids.to_words()));
+                    self.transfers.0 += 1;
+                }
                 Ok(Step::Exchange(report)) => self.start_exchange(&report),
                 Ok(Step::AwaitPlan) => {
                     restart = true;
@@ -541,7 +561,9 @@ impl Balancer {
             if self.wave_tick(self.now(), true) {
                 return Ok(true);
             }
-            if self.take_reply(Some(Duration::from_secs_f64(test_every)))? {
+            if self.take_reply(Some(Duration::from_secs_f64(test_every)))?
+                || std::mem::take(&mut self.received)
+            {
                 return Ok(false);
             }
             test_every = (2.0 * test_every).min(TEST_INTERVAL.1);
@@ -692,16 +714,18 @@ impl Balancer {
         let speed = self.rank.speed();
         Status {
             completed: self.rank.audit().count,
-            busy: self.rank.owns_work(),
+            busy: self.rank.owns_work() || !self.outgoing.is_empty(),
             listing: self.rank.lists_shared(),
             failed: self.end.failure.is_some(),
             stop: self.end.stop,
             speed_milli: (speed * 1000.0).round() as u64,
             speed_time_milli: (speed * now * 1000.0).round() as u64,
             sos_open: self.rank.sos_open(),
+            fast: self.rank.fast(),
             sos_on_host: self.rank.sos_on_host(),
             free: self.rank.is_free(),
             remaining: self.rank.remaining(),
+            excess: self.rank.excess(now),
         }
     }
 
@@ -717,13 +741,21 @@ impl Balancer {
         }
         self.end.next_test = now + BUSY_TEST_INTERVAL;
         self.take_storage_probe();
+        self.take_transfers(now);
         if let Some(wave) = &mut self.end.wave {
             let Some(words) = wave.test() else {
                 self.warn_stall(now);
                 return false;
             };
             let verdict = self.end.judge.judge(words);
-            let job = words.job(self.rank.topology());
+            let mut job = words.job(self.rank.topology());
+            job.wave = self.end.waves;
+            self.end.waves += 1;
+            job.moves = Arc::new(crate::transfer::planned(
+                &job,
+                self.rank.topology(),
+                self.rank.params(),
+            ));
             let (completed, open) = (job.completed, job.open);
             self.rank.observe_job(job);
             self.show_progress(now, completed, open, verdict.is_some());
@@ -745,6 +777,47 @@ impl Balancer {
         let words = Words::of(&status, self.comm.rank(), self.rank.topology());
         self.end.wave = Some(self.comm.start_wave(words));
         false
+    }
+
+    /// Host transfers: those sent that their receivers have are done;
+    /// those that arrived are the rank's own work now.
+    fn take_transfers(&mut self, now: f64) {
+        self.outgoing.retain_mut(|o| !o.test());
+        while let Some((from, words)) = self.comm.receive_transfer() {
+            self.transfers.1 += 1;
+            match IdSet::from_words(&words) {
+                Some(ids) => {
+                    self.rank.receive(from, ids, now);
+                    self.received = true;
+                }
+                None => self.fail(Error::Internal(format!(
+                    "a host transfer from rank {from} is not a set of ids ({} words)",
+                    words.len()
+                ))),
+            }
+        }
+    }
+
+    /// At `finish`: every host transfer sent reaches its receiver (after a
+    /// stop or a failure some are still on their way; their ids are not
+    /// computed), so that no send is left pending. Collective.
+    fn drain_transfers(&mut self) {
+        loop {
+            while self.comm.receive_transfer().is_some() {
+                self.transfers.1 += 1;
+            }
+            let (sent, received) = self.transfers;
+            if self.comm.sum(&[sent as i64 - received as i64])[0] == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut pause = Duration::from_micros(20);
+        while !self.outgoing.iter_mut().all(Outgoing::test) {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
+        self.outgoing.clear();
     }
 
     /// Rank 0: the progress line if one is due, or the last one at the
@@ -906,7 +979,7 @@ impl Balancer {
             if self.wave_tick(now, true) {
                 return true;
             }
-            if now >= until {
+            if now >= until || std::mem::take(&mut self.received) {
                 return false;
             }
             let pause = Duration::from_secs_f64((until - now).min(test_every));
@@ -991,6 +1064,7 @@ impl Balancer {
         {
             self.warn_at_finish(format!("the last look at the own SOS failed: {e}"));
         }
+        self.drain_transfers();
         if self.rank.has_events() {
             self.log_events(self.now());
         }

@@ -103,6 +103,13 @@ pub enum OwnOp {
     },
     /// Close the SOS and take the unclaimed tail back.
     Withdraw,
+    /// Take `n` ids from the back of the tail (closing the SOS when the
+    /// tail is empty), to send them to other hosts (a host transfer,
+    /// [`crate::transfer`]).
+    Give {
+        /// Ids wanted.
+        n: u64,
+    },
 }
 
 /// The owner's figures written into its open SOS.
@@ -167,18 +174,9 @@ pub struct Search {
     pub counted_at: f64,
     /// The job's forecast end, seconds since the start.
     pub job_end: f64,
-    /// Ranks of its host, this one included, that an idle rank takes a
-    /// share from another host's SOS on the shared board for (1: for
-    /// itself; see `HOST_SHARE_RANKS` in [`crate::policy`]). Above 1, while
-    /// another rank of its host read the shared index less than half a poll
-    /// ago, it takes there only from its own host's SOS.
-    pub for_ranks: f64,
-    /// Ids a host's proxy gathers from its host's SOS for its SOS on the
-    /// shared board (0: a search for help; see `Rank::proxies` in
-    /// [`crate::policy`]): the search reads only the host's board and takes
-    /// from the latest owners no more than they will not finish by the
-    /// job's forecast end.
-    pub gather: u64,
+    /// Search the shared board too, after the host's (false where hosts
+    /// trade through MPI: [`crate::transfer::on`]).
+    pub shared: bool,
 }
 
 /// What a clerk answers.
@@ -379,18 +377,9 @@ impl Clerk {
         host: Option<&mut dyn Board>,
     ) -> Outcome {
         let mut near_wake = f64::INFINITY;
-        if search.gather > 0 {
-            return match host {
-                Some(h) => self.help(search, h, Level::Host),
-                None => Outcome::Helped {
-                    taken: None,
-                    wake: search.now,
-                },
-            };
-        }
         if let Some(h) = host {
             match self.help(search, h, Level::Host) {
-                Outcome::Helped { taken: None, wake } => near_wake = wake,
+                Outcome::Helped { taken: None, wake } if search.shared => near_wake = wake,
                 found => return found,
             }
             if search.busy_for == 0.0 && !search.woken && search.now < self.shared_at {
@@ -475,6 +464,19 @@ impl Clerk {
                     Some((left, ext, closed))
                 })
             }
+            OwnOp::Give { n } => self.with_own_sos(entry.seq, seen, board, |state| {
+                let SosState::Open(p) = state else {
+                    return None;
+                };
+                let given = p.tail.take_back(*n);
+                p.remaining = p.remaining.saturating_sub(given.len());
+                let left = p.tail.clone();
+                let closed = left.is_empty();
+                if closed {
+                    *state = SosState::Closed;
+                }
+                Some((left, given, closed))
+            }),
             OwnOp::Withdraw => self.with_own_sos(entry.seq, seen, board, |state| {
                 let SosState::Open(p) = state else {
                     return None;
@@ -754,15 +756,7 @@ impl Clerk {
             candidates[start..start + n].rotate_left(self.me % n);
             start += n;
         }
-        // A host share comes from another host's SOS, and while another
-        // rank of this host searches the shared board for one, it comes to
-        // the host's board: this one takes only from its own host's SOS.
-        let for_ranks = if on_shared { search.for_ranks } else { 1.0 };
-        if for_ranks > 1.0 && !read_shared {
-            candidates.retain(|c| c.0 == 0);
-        }
-        let helpers =
-            (search.idle.ranks as f64 / for_ranks / candidates.len().max(1) as f64).max(1.0);
+        let helpers = (search.idle.ranks as f64 / candidates.len().max(1) as f64).max(1.0);
         let mut busy = false;
         self.empty.retain(|e| e.2 > now);
         // Locked looks cost storage time: a search makes at most two looks
@@ -826,7 +820,7 @@ impl Clerk {
             let ask = Ask {
                 now,
                 policy: search.policy,
-                helper_speed: if d > 0 { for_ranks } else { 1.0 } * search.speed,
+                helper_speed: search.speed,
                 job_left: match site_end {
                     Some(end) if d == 1 => search.job_left.max(end - now),
                     _ => search.job_left,
@@ -842,7 +836,6 @@ impl Clerk {
                 risk: search.risk,
                 least_one: !on_shared,
                 dear_steal: self.params.late_threshold,
-                gather: search.gather,
             };
             match self.steal(entry.rank, entry.seq, &ask, board) {
                 Steal::Success(seq, ids, drained) => {
@@ -1109,8 +1102,6 @@ struct Ask {
     risk: f64,
     least_one: bool,
     dear_steal: f64,
-    /// Ids a proxy gathers (0: the share the policy sets).
-    gather: u64,
 }
 
 impl Ask {
@@ -1128,12 +1119,6 @@ impl Ask {
             .collect();
         let lease_left =
             p.remaining.saturating_sub(p.tail.len()) as f64 - p.speed * (now - p.updated_at);
-        if self.gather > 0 {
-            // What the owner will not finish by the job's forecast end.
-            let owner_remaining = p.tail.len() as f64 + lease_left.max(0.0);
-            let excess = (owner_remaining - p.speed * self.job_left).max(0.0) as u64;
-            return self.gather.min(excess).min(p.tail.len());
-        }
         share(
             self.policy,
             &ShareInput {

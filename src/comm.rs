@@ -150,7 +150,108 @@ impl Drop for Gather {
     }
 }
 
+/// The tag of host transfers ([`crate::transfer`]) on the library's
+/// communicator (its collectives do not match point-to-point messages, and
+/// the ping-pongs of measured sites use tag 0).
+const TRANSFER_TAG: i32 = 7;
+
+/// A host transfer on its way: an `MPI_Issend` of the ids' ranges, which
+/// completes once the receiver has matched it (the ids are then the
+/// receiver's). The buffer is owned here until then; one dropped
+/// unfinished leaks it, since MPI may still read it.
+pub struct Outgoing {
+    words: Vec<u64>,
+    req: [MPI_Request; 1],
+    complete: bool,
+}
+
+impl Outgoing {
+    /// True once the receiver has the message.
+    pub fn test(&mut self) -> bool {
+        if !self.complete {
+            self.complete = test_raw(&mut self.req);
+        }
+        self.complete
+    }
+}
+
+impl Drop for Outgoing {
+    fn drop(&mut self) {
+        if !self.complete && !mpi::environment::is_finalized() {
+            std::mem::forget(std::mem::take(&mut self.words));
+        }
+    }
+}
+
 impl Comm {
+    /// Send `words` (a host transfer) to rank `to`: a synchronous-mode
+    /// non-blocking send, complete once `to` has received it.
+    pub fn send_transfer(&self, to: usize, words: Vec<u64>) -> Outgoing {
+        // SAFETY: MPI_REQUEST_NULL is a plain handle value.
+        let mut req = [unsafe { mpi::ffi::RSMPI_REQUEST_NULL }];
+        // SAFETY: the buffer is a heap allocation owned by the returned
+        // Outgoing, which keeps it (or leaks it) until the request
+        // completes; the datatype is a predefined handle.
+        unsafe {
+            mpi::ffi::MPI_Issend(
+                words.as_ptr().cast(),
+                words.len() as i32,
+                mpi::ffi::RSMPI_UINT64_T,
+                to as i32,
+                TRANSFER_TAG,
+                self.comm.as_raw(),
+                &mut req[0],
+            );
+        }
+        Outgoing {
+            words,
+            req,
+            complete: false,
+        }
+    }
+
+    /// A host transfer that has arrived from any rank, if there is one:
+    /// (the sender, its words).
+    pub fn receive_transfer(&self) -> Option<(usize, Vec<u64>)> {
+        let comm = self.comm.as_raw();
+        let mut flag = 0;
+        // SAFETY: a status is plain data; MPI fills it in.
+        let mut status: mpi::ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // SAFETY: valid communicator and status; ANY_SOURCE is a constant.
+        unsafe {
+            mpi::ffi::MPI_Iprobe(
+                mpi::ffi::RSMPI_ANY_SOURCE,
+                TRANSFER_TAG,
+                comm,
+                &mut flag,
+                &mut status,
+            );
+        }
+        if flag == 0 {
+            return None;
+        }
+        let mut count = 0;
+        // SAFETY: the status of the probed message; a predefined datatype.
+        unsafe { mpi::ffi::MPI_Get_count(&status, mpi::ffi::RSMPI_UINT64_T, &mut count) };
+        let from = status.MPI_SOURCE;
+        let mut words = vec![0u64; count.max(0) as usize];
+        // SAFETY: the buffer holds the probed message's `count` words; the
+        // message from `from` with this tag is the one probed (MPI keeps
+        // the order of messages between two ranks).
+        unsafe {
+            mpi::ffi::MPI_Recv(
+                words.as_mut_ptr().cast(),
+                count,
+                mpi::ffi::RSMPI_UINT64_T,
+                from,
+                TRANSFER_TAG,
+                comm,
+                mpi::ffi::RSMPI_STATUS_IGNORE,
+            );
+        }
+        Some((from as usize, words))
+    }
+
     /// Duplicate `comm` (`MPI_Comm_dup`).
     pub fn duplicate<C: Communicator>(comm: &C) -> Comm {
         Self::wrap(comm.duplicate())

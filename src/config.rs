@@ -204,12 +204,12 @@ pub struct Config {
     /// the load on the shared storage grows with the late hosts, not the
     /// ranks (default true; false: every SOS on the shared storage).
     pub host_board: bool,
-    /// Ranks from which on a job is large (default 1000): each host's lowest
-    /// rank is its proxy, the only one of the host's ranks whose SOS goes on
-    /// the shared storage, gathering its late host's excess from the host's
-    /// board; and idle ranks take shares from other hosts for up to four
-    /// free ranks of their host and pass them on through the host's board
-    /// (see [`crate::policy::LARGE_JOB`]). Needs `host_board`.
+    /// Ranks from which on a job is large (default 1000): its hosts trade
+    /// their drift from the plan in MPI messages planned from the
+    /// termination waves, every SOS stays on its host's board, and the
+    /// shared storage carries no balancing (see [`crate::transfer`] and
+    /// [`crate::policy::LARGE_JOB`]). Needs `host_board` and more than one
+    /// host.
     pub large_job: usize,
     /// Write the monitor logs `log/<host>.<rank>.log` (default true).
     pub log: bool,

@@ -44,6 +44,24 @@ impl IdSet {
         self.runs.iter().map(|&(a, b)| a..b)
     }
 
+    /// The set as words, `start, end` of each range (a host transfer's
+    /// message).
+    pub fn to_words(&self) -> Vec<u64> {
+        self.runs.iter().flat_map(|&(a, b)| [a, b]).collect()
+    }
+
+    /// The set of [`IdSet::to_words`]' words; `None` unless they are pairs
+    /// of a well-formed set.
+    pub fn from_words(words: &[u64]) -> Option<IdSet> {
+        let set = IdSet {
+            runs: words
+                .chunks(2)
+                .map(|w| Some((w[0], *w.get(1)?)))
+                .collect::<Option<_>>()?,
+        };
+        set.is_well_formed().then_some(set)
+    }
+
     /// Check the invariants of a set read from a file: sorted, disjoint, non-empty runs.
     pub fn is_well_formed(&self) -> bool {
         self.runs.iter().all(|&(a, b)| a < b) && self.runs.windows(2).all(|w| w[0].1 < w[1].0)
@@ -249,6 +267,17 @@ mod tests {
         assert_eq!(s.to_string(), "0..15,20..40");
         assert_eq!(s.len(), 35);
         assert!(s.is_well_formed());
+    }
+
+    #[test]
+    fn words_carry_a_set_and_refuse_what_is_not_one() {
+        let mut set = IdSet::from_range(3..7);
+        set.insert(10..12);
+        assert_eq!(IdSet::from_words(&set.to_words()), Some(set));
+        assert_eq!(IdSet::from_words(&[]), Some(IdSet::new()));
+        assert_eq!(IdSet::from_words(&[3, 7, 10]), None); // odd
+        assert_eq!(IdSet::from_words(&[7, 3]), None); // backwards
+        assert_eq!(IdSet::from_words(&[3, 7, 5, 9]), None); // overlapping
     }
 
     #[test]

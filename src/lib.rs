@@ -91,6 +91,7 @@ pub mod sim;
 pub mod speed;
 pub mod stats;
 pub mod topology;
+pub mod transfer;
 pub mod verdict;
 
 pub use balancer::{Balancer, Summary};

@@ -22,7 +22,9 @@
 //! previous line; the ids left are logged when the rank runs out of work and before the `verdict`, so that the
 //! `progress` lines of a rank list every id it computed), `sos-posted`,
 //! `sos-withdrawn`, `sos-closed`, `aid-received` (`helper`, `ids_len`,
-//! `ids`), `aid-given` (`owner`, `ids_len`, `ids`), `verdict` (`computed`),
+//! `ids`), `aid-given` (`owner`, `ids_len`, `ids`), `transfer-sent` (`to`,
+//! `ids_len`, `ids`) and `transfer-received` (`from`, `ids_len`, `ids`) of
+//! host transfers ([`crate::transfer`]), `verdict` (`computed`),
 //! `finalize`, and free-text `warning` and `error` lines. Id sets are written
 //! `a..b,c..d` (half-open ranges) or `-` when empty. A line is written whole
 //! or, if the job is killed mid-write, cut at its end: readers skip a last
@@ -134,6 +136,14 @@ impl Monitor {
             Event::AidGiven { owner, seq, ids } => self.line(
                 t,
                 format_args!("aid-given owner={owner} seq={seq} ids_len={} ids={ids}", ids.len()),
+            ),
+            Event::Sent { to, ids } => self.line(
+                t,
+                format_args!("transfer-sent to={to} ids_len={} ids={ids}", ids.len()),
+            ),
+            Event::Received { from, ids } => self.line(
+                t,
+                format_args!("transfer-received from={from} ids_len={} ids={ids}", ids.len()),
             ),
             Event::Recovered { error } => self.line(t, format_args!("error {error:?}")),
         }

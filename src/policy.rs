@@ -90,43 +90,15 @@ const EARLY_LOOKS: f64 = 64.0;
 
 /// The default of the config's `large_job`: ranks from which on a job is
 /// large (DESIGN §6: at scale the shared server's load matters more than a
-/// helper's latency): its hosts have proxies (`Rank::proxies`) and its idle
-/// ranks take host shares (`HOST_SHARE_RANKS`). Below, neither pays: with
-/// host shares in every job, 64 and 256 ranks kept their peaks of
-/// shared-storage operations per second (648, 2,124: made elsewhere) and
-/// 256 ranks lost 0.969 → 0.965; the emulator's fluct16 on four hosts of
-/// four ranks lost 0.954 → 0.931 (five runs each, in turns); with proxies
-/// at 16 ranks (sites16s) 0.76 → 0.70.
+/// helper's latency), and its hosts trade their drift through MPI
+/// ([`crate::transfer`]) instead of SOS files on the shared storage. Below
+/// it the paper's protocol runs on the shared storage, with its hierarchy
+/// (nearest helpers first, far ones after a grace). Simulator, fluct16's
+/// speeds, 16 ranks per host, 2 % jitter: transfers at 64 ranks 0.973
+/// against 0.969, at 256 0.962 against 0.952 (eight seeds), without a
+/// shared-storage operation; but the emulator's fluct16 and step16 on
+/// four hosts of four ranks 0.937 and 0.948 against 0.976 and 0.987.
 pub const LARGE_JOB: usize = 1000;
-
-/// Ranks of its host's mean speed, at most, that an idle rank of a large
-/// job takes a share from another host's SOS for (a host share; at most
-/// as fast as this rank, and only its host's free ranks): what it cannot
-/// compute itself goes at once into an SOS on its host's board, where its
-/// host's free ranks take it without touching the shared storage; while
-/// one rank of a host searches the shared board, the others take only from
-/// their own host's SOS there ([`crate::clerk::Search::for_ranks`]). So
-/// the steals of a job's last seconds grow with its hosts rather than its
-/// ranks. Simulator, fluct16's speeds, 16 ranks per host, 2 % jitter, 3
-/// seeds: peak shared-storage operations per second at 10,000 ranks
-/// 105,000 → 74,000, efficiency 0.941 → 0.946; at 1,024 ranks 9,100 →
-/// 7,500, 0.950 → 0.950 (sized at this rank's speed, before proxies). A
-/// share for all the host's free ranks (up to 16) lost at 1,024 ranks
-/// (0.967 → 0.944 without jitter), for two at 10,000 (0.954 → 0.943).
-/// Host shares from the owner's own host only delayed its help
-/// (sites16-one, 12 seeds: 0.936 → 0.926; from other hosts only, 0.944).
-/// Sized at this rank's speed, with proxies, fast ranks took shares that
-/// their host's slow ranks ended late (10,000 ranks 0.944; at the host's
-/// mean speed 0.959).
-const HOST_SHARE_RANKS: f64 = 4.0;
-
-/// Seconds a consultation of the shared storage may cost for a large
-/// job's hosts to have proxies ([`Rank::proxies`]): the steals of other
-/// hosts' ranks queue on a proxy's one lock, and at 200 ms per operation
-/// the queue cost more than the proxies saved (simulator, 1,024 ranks
-/// 0.820 → 0.721, 10,000 ranks 0.646 → 0.593; at 20 and 50 ms they gained:
-/// 0.737 → 0.853 and 0.793 → 0.840, 0.716 → 0.793 and 0.636 → 0.746).
-const PROXY_COST: f64 = 0.5;
 
 /// The numbers of the config the state machine uses.
 #[derive(Clone, Debug, PartialEq)]
@@ -201,6 +173,16 @@ pub enum Step {
     /// [`Rank::next`] again; give the clerk's reply to [`Rank::reply`] when
     /// it comes.
     Ask(Request),
+    /// Send these ids to rank `to` (a host transfer, [`crate::transfer`]),
+    /// which gives them to its [`Rank::receive`]; then call [`Rank::next`]
+    /// again. They are no longer this rank's: until they arrive they are
+    /// the message's.
+    Send {
+        /// The receiving rank.
+        to: usize,
+        /// The ids.
+        ids: IdSet,
+    },
     /// No work until the reply to the request out comes: wait for it, give
     /// it to [`Rank::reply`], then call [`Rank::next`] again.
     AwaitReply,
@@ -270,6 +252,20 @@ pub enum Event {
         /// The ids taken.
         ids: IdSet,
     },
+    /// This rank sent ids to another host's rank (a host transfer).
+    Sent {
+        /// The receiving rank.
+        to: usize,
+        /// The ids.
+        ids: IdSet,
+    },
+    /// This rank received ids from another host's rank (a host transfer).
+    Received {
+        /// The sending rank.
+        from: usize,
+        /// The ids.
+        ids: IdSet,
+    },
     /// A signal-file error the rank recovered from.
     Recovered {
         /// What went wrong, with the path.
@@ -293,11 +289,12 @@ pub struct RankReport {
     pub planned: u64,
     /// Horizon `T_e`, seconds since the start.
     pub horizon: f64,
-    /// Ids this rank took from others' SOS.
+    /// Ids this rank took from others' SOS, or received in host transfers.
     pub taken: u64,
-    /// Ids others took from this rank's SOS.
+    /// Ids others took from this rank's SOS, or it sent in host transfers.
     pub given: u64,
-    /// The same, by the helper's distance: same host, same site, elsewhere.
+    /// The same, by the helper's (or receiver's) distance: same host, same
+    /// site, elsewhere.
     pub given_to: [u64; 3],
     /// SOS posted.
     pub sos_posted: u64,
@@ -339,12 +336,11 @@ enum Asking {
     /// Withdrawing the own SOS; `moving` to the slow shared board (posted
     /// there at the next check, which comes at once).
     Withdraw { forecast: f64, moving: bool },
+    /// Taking ids from the back of the own SOS's tail for the host
+    /// transfers `sends` (to rank, ids).
+    Give { sends: Vec<(usize, u64)> },
     /// Searching for help; `early`: see [`Search::early`].
-    Help {
-        early: bool,
-        for_ranks: f64,
-        gather: bool,
-    },
+    Help { early: bool },
     /// Taking the closed SOS out of the index.
     Unlist,
 }
@@ -436,19 +432,16 @@ pub struct Rank {
     /// When the work of the last share taken ends at the speed it was
     /// taken at: a helper that keeps that speed is not late.
     share_end: f64,
-    /// The lease holds a host share ([`HOST_SHARE_RANKS`]) not yet offered
-    /// on the host's board: the next post goes there.
-    host_share: bool,
-    /// This rank is the lowest of its host: its host's proxy while
-    /// [`Rank::proxies`] says so.
-    proxy: bool,
-    /// When the proxy last gathered its host's excess.
-    gathered_at: f64,
-    /// Ids the last gather took: a lease's worth or more, and the next
-    /// check gathers again.
-    gathered: u64,
     /// Ranks on this rank's host.
     host_ranks: usize,
+    /// Host transfers this rank is to send: (to rank, ids), from the last
+    /// wave's plan ([`crate::transfer::sends`]).
+    sends: Vec<(usize, u64)>,
+    /// Host transfers ready to go (to rank, the ids).
+    outgoing: Vec<(usize, IdSet)>,
+    /// Received a host transfer not yet offered on the host's board: the
+    /// next check posts what the rank will not finish by the job's end.
+    offer: bool,
     /// Open SOS at the last termination wave.
     open_sos: u64,
     /// Requests out that wrote the shared index at the last wave
@@ -503,13 +496,10 @@ impl Rank {
             idle: Arc::default(),
             free: false,
             share_end: f64::NEG_INFINITY,
-            host_share: false,
-            proxy: (0..me).all(|r| topology.host_index(r) != topology.host_index(me)),
-            gathered_at: f64::NEG_INFINITY,
-            gathered: 0,
-            host_ranks: (0..topology.ranks())
-                .filter(|&r| topology.host_index(r) == topology.host_index(me))
-                .count(),
+            host_ranks: topology.members(topology.host_index(me)).len(),
+            sends: Vec::new(),
+            outgoing: Vec::new(),
+            offer: false,
             open_sos: 0,
             listing: 0,
             index_changed: false,
@@ -633,6 +623,9 @@ impl Rank {
         }
         self.counted_at = job.at;
         let host = self.topology.host_index(self.me);
+        if !job.moves.is_empty() && self.phase == Phase::Running {
+            self.sends = crate::transfer::sends(&job, &self.topology, self.me, self.excess(job.at));
+        }
         self.host_end = job.host_end(host);
         self.open_sos = job.reachable_open(host);
         self.listing = job.listing;
@@ -743,6 +736,13 @@ impl Rank {
             if let Some(request) = self.outbox.take() {
                 return Ok(Step::Ask(request));
             }
+            if let Some((to, ids)) = self.outgoing.pop() {
+                return Ok(Step::Send { to, ids });
+            }
+            if !self.sends.is_empty() && self.asking.is_none() {
+                self.give(now);
+                continue;
+            }
             let chunk_len = (self.speed.get() * self.params.chunk_time) as u64;
             if let Some(chunk) = self.lease.pop_chunk(chunk_len) {
                 self.out = Some((now, chunk.clone()));
@@ -791,14 +791,16 @@ impl Rank {
                     forecast: entry.forecast,
                 });
                 self.sos = Some(entry);
-                self.host_share = false;
                 self.tail = tail;
                 self.seen_aids = 0;
                 self.unlisted = false;
                 self.report.sos_posted += 1;
             }
             (
-                asking @ (Asking::Refresh { .. } | Asking::Extend | Asking::Withdraw { .. }),
+                asking @ (Asking::Refresh { .. }
+                | Asking::Extend
+                | Asking::Withdraw { .. }
+                | Asking::Give { .. }),
                 Outcome::Looked {
                     aids,
                     tail,
@@ -822,43 +824,20 @@ impl Rank {
                 } else if closed {
                     self.events.push(Event::SosClosed { seq });
                 }
-                self.lease.extend(&lease);
+                match asking {
+                    Asking::Give { sends } => self.ready(sends, lease),
+                    _ => self.lease.extend(&lease),
+                }
                 if closed {
                     self.sos = None;
                     self.unlisted = listed;
                 }
             }
-            (Asking::Help { gather: true, .. }, Outcome::Helped { taken, .. }) => {
-                self.gathered = taken.as_ref().map_or(0, |t| t.2.len());
-                if let Some((owner, seq, ids)) = taken {
-                    self.took(owner, seq, ids);
-                }
-                // The check posts or refreshes the SOS at once: the gather
-                // came first in the check. After a gather that took a
-                // lease's worth or more it gathers again first (one SOS of
-                // the host's board per gather), else not before an
-                // interval.
-                self.next_check = f64::NEG_INFINITY;
-            }
-            (
-                Asking::Help {
-                    early, for_ranks, ..
-                },
-                Outcome::Helped { taken, wake },
-            ) => match taken {
+            (Asking::Help { early }, Outcome::Helped { taken, wake }) => match taken {
                 Some((owner, seq, ids)) => {
                     self.took(owner, seq, ids);
                     self.idle_since = None;
-                    // A host share (from another host's SOS) ends when the
-                    // ranks it is for, as fast as this one, finish it: the
-                    // check offers the rest on the host's board at once.
-                    let distance = self.topology.distance(self.me, owner);
-                    let for_ranks = if distance > 0 { for_ranks } else { 1.0 };
-                    self.share_end = forecast(wake, self.remaining(), for_ranks * self.speed.get());
-                    if for_ranks > 1.0 {
-                        self.host_share = true;
-                        self.next_check = f64::NEG_INFINITY;
-                    }
+                    self.share_end = forecast(wake, self.remaining(), self.speed.get());
                 }
                 // (An early look that found nothing does not hold back the
                 // searches of a rank that runs out of work.)
@@ -870,7 +849,8 @@ impl Rank {
                 Asking::Post { .. }
                 | Asking::Refresh { .. }
                 | Asking::Extend
-                | Asking::Withdraw { .. },
+                | Asking::Withdraw { .. }
+                | Asking::Give { .. },
                 Outcome::Recovered {
                     taken,
                     back,
@@ -895,6 +875,66 @@ impl Rank {
             }
         }
         Ok(())
+    }
+
+    /// Ids this rank will not have computed by the job's forecast end at
+    /// its speed (0 before the first wave): its part of its host's excess.
+    pub fn excess(&self, now: f64) -> u64 {
+        let v = self.speed.get();
+        if !self.job_end.is_finite() || v <= 0.0 {
+            return 0;
+        }
+        let can = (v * (self.job_end - now).max(0.0)).floor() as u64;
+        self.remaining().saturating_sub(can)
+    }
+
+    /// Make the host transfers planned ready: from the back of the own
+    /// SOS's tail (asked of the clerk: helpers of the host may take from it
+    /// meanwhile), else from the back of the lease beyond a lease's worth.
+    fn give(&mut self, now: f64) {
+        let sends = std::mem::take(&mut self.sends);
+        if self.sos.is_some() {
+            let n = sends.iter().map(|s| s.1).sum();
+            self.look(OwnOp::Give { n }, Asking::Give { sends });
+            return;
+        }
+        let spare = self.lease.len().saturating_sub(self.lease_len(now));
+        let ids = self
+            .lease
+            .take_back(spare.min(sends.iter().map(|s| s.1).sum()));
+        self.ready(sends, ids);
+    }
+
+    /// Cut `ids` into the host transfers `sends` (in order, as far as they
+    /// go) and make them ready to send.
+    fn ready(&mut self, sends: Vec<(usize, u64)>, mut ids: IdSet) {
+        for (to, n) in sends {
+            let part = ids.take_front(n);
+            if part.is_empty() {
+                break;
+            }
+            self.report.given += part.len();
+            let d = self.topology.distance(self.me, to).min(2);
+            self.report.given_to[d as usize] += part.len();
+            self.events.push(Event::Sent {
+                to,
+                ids: part.clone(),
+            });
+            self.outgoing.push((to, part));
+        }
+        self.lease.extend(&ids);
+    }
+
+    /// Ids another host's rank sent this one (a host transfer): its own now,
+    /// and the next call checks at once.
+    pub fn receive(&mut self, from: usize, ids: IdSet, now: f64) {
+        self.report.taken += ids.len();
+        self.lease.extend(&ids);
+        self.events.push(Event::Received { from, ids });
+        self.offer = true;
+        self.idle_since = None;
+        self.search_at = None;
+        self.next_check = self.next_check.min(now);
     }
 
     /// The clerk took `ids` from the SOS `seq` of `owner` for this rank.
@@ -1112,9 +1152,18 @@ impl Rank {
     /// Seconds between two consultations of the own open SOS (lease
     /// extensions and checks): one interval, doubling up to four while
     /// consultations in a row find that no helper took anything, so that
-    /// owners nobody helps yet leave the shared storage alone.
+    /// owners nobody helps yet leave the shared storage alone. Where hosts
+    /// trade through MPI every SOS is on its host's board, node-local, and
+    /// a look costs nothing: one interval (simulator, fluct16's speeds, 2 %
+    /// jitter, eight seeds: 10,000 ranks 0.946 → 0.951, 1,024 ranks 0.947 →
+    /// 0.949; in smaller jobs the quiet owners' longer leases are tuned in).
     fn own_period(&self) -> f64 {
-        self.interval() * f64::from(1u32 << self.quiet.min(2))
+        let quiet = if self.level == Level::Host && self.transfers() {
+            0
+        } else {
+            self.quiet.min(2)
+        };
+        self.interval() * f64::from(1u32 << quiet)
     }
 
     /// A consultation of the own record on the shared board took
@@ -1134,6 +1183,9 @@ impl Rank {
         let average = |c: f64, x: f64| if c == 0.0 { x } else { 0.75 * c + 0.25 * x };
         let seconds = seconds.max(0.0);
         match level {
+            // (Where hosts trade through MPI the shared storage is never
+            // consulted: its cost decides nothing.)
+            Some(Level::Shared) if self.transfers() => {}
             Some(Level::Shared) => self.storage_cost = average(self.storage_cost, seconds),
             Some(Level::Host) => self.host_cost = average(self.host_cost, seconds),
             None => {}
@@ -1171,42 +1223,13 @@ impl Rank {
             || self.phase != Phase::Running
             || self.board_broken
             || self.asking.is_some()
+            || !self.sends.is_empty()
         {
             return;
         }
         if self.unlisted && now >= self.relist_at {
             self.relist_at = now + self.look_ahead();
             self.ask(Request::Unlist(self.level), Asking::Unlist);
-            return;
-        }
-        // A proxy gathers its host's excess, at most once per interval,
-        // unless the last gather took a lease's worth or more: each gather
-        // takes from one SOS of the host's board, and the excess of a host
-        // that slowed as a whole lies in several. Once per interval it
-        // reached the proxy's shared SOS too slowly (simulator, 2 % jitter:
-        // 1,024 ranks with 10 of 64 hosts slowing to half at 5 s, six
-        // seeds, 0.893 to 0.945 → 0.940 to 0.963; 10,000 ranks with 100 of
-        // 625 such hosts 0.853, 0.790 → 0.934, 0.938; grid64s with
-        // `large_job` 64 0.78 to 0.84 → 0.89 to 0.91; the emulator 0.76,
-        // 0.80 → 0.85 to 0.93). fluct16's speeds are unchanged (10,000
-        // ranks, six seeds, 0.9532 → 0.9538, operations +5 %). Gathering
-        // again after any take, the proxy took one id at a time from
-        // owners whose tails had little beyond the job's end, 30 ms apart
-        // in the emulator, and held the ids gathered off the shared board
-        // for 1.4 s.
-        if (now >= self.gathered_at + self.interval() || self.gathered >= self.lease_len(now))
-            && let Some(want) = self.gather_want(now, v)
-        {
-            self.gathered_at = now;
-            self.gathered = 0;
-            let busy = (tau - now).max(0.0);
-            let search = self.search(now, (busy, now), false, 0.0, (false, 1.0, want));
-            let asking = Asking::Help {
-                early: false,
-                for_ranks: 1.0,
-                gather: true,
-            };
-            self.ask(Request::Help(search), asking);
             return;
         }
         // Slow storage: an SOS ([`SOS_COST`]) costs more than the configured
@@ -1219,6 +1242,7 @@ impl Rank {
         // on, or would go on: on the host's board it is next to nothing
         // whatever the shared storage costs (emulator, one host, 200 ms per
         // shared operation: step16 0.69 and 0.90 → 0.95, fluct16 0.75 → 0.96).
+        let offered = std::mem::take(&mut self.offer);
         let cost = self.cost();
         let slow = self.slow(cost);
         let shared_slow = self.slow(self.storage_cost);
@@ -1279,9 +1303,13 @@ impl Rank {
         // it costs the owner nothing (its clerk looks), and an owner that
         // withdrew while still 0.9 s late ended step16 at 50 ms 0.9 s after
         // the others (emulator: 0.87 to 0.91 → 0.914, 0.925).
+        // A host transfer received is offered on the host's board as soon
+        // as the rank will not finish it by the job's end: it came for the
+        // host's free ranks.
+        let offer = offered && tau - self.job_end >= self.params.check_interval;
         let late = match self.sos {
             Some(_) => tau - reference >= self.params.late_threshold,
-            None => post_pays(reference, cost, self.level_wait(self.post_level())),
+            None => offer || post_pays(reference, cost, self.level_wait(self.post_level())),
         };
         // On slow shared storage an SOS on the host's board moves to the
         // shared board only when it would be posted there now, and is
@@ -1294,10 +1322,8 @@ impl Rank {
         // weighed at each, not only at the looks at the SOS.
         let moves = late
             && match self.sos {
-                // (A proxy's SOS stays on the shared board while it is
-                // late: it holds its host's excess.)
                 Some(_) if self.level != self.post_level() => match self.level {
-                    Level::Shared => !(self.proxy && self.proxies()),
+                    Level::Shared => true,
                     Level::Host => {
                         !shared_slow || post_pays(reference, self.storage_cost, self.index_wait())
                     }
@@ -1320,7 +1346,10 @@ impl Rank {
         // speed estimate still lagged a slowdown, kept a lease it could
         // not finish, and consulted its SOS again only seconds later.
         let excess = self.lease.len().saturating_sub(self.lease_len(now)) as f64;
-        let give_back = excess > 0.0 && excess >= 2.0 * v * cost.max(self.params.check_interval);
+        // (A host transfer received while the SOS is open goes to its tail
+        // at once: it came for the host's free ranks.)
+        let give_back =
+            excess > 0.0 && (offered || excess >= 2.0 * v * cost.max(self.params.check_interval));
         if self.sos.is_some() && now < self.last_look + self.own_period() && !give_back && !hasten {
             return;
         }
@@ -1472,12 +1501,11 @@ impl Rank {
     /// its SOS as its host's ranks were about to be free, it was posted
     /// 2 s later and helped 2 s after that, and the job ended 4 s late;
     /// efficiency 0.69 or 0.85 from run to run, 0.84 to 0.85 with this
-    /// bound). A host share not yet offered goes on the host's board
-    /// whatever the waves say: it is the host's free ranks' work.
+    /// bound). Where hosts trade through MPI ([`crate::transfer`]) every
+    /// SOS stays on the host's board.
     fn post_level(&self) -> Level {
         let host_late = self.host_lateness().is_some() && self.topology.hosts() > 1;
-        let proxied = self.proxies() && !self.proxy;
-        if self.params.host_board && (!host_late || self.host_share || proxied) {
+        if self.params.host_board && (!host_late || self.transfers()) {
             Level::Host
         } else {
             Level::Shared
@@ -1492,6 +1520,12 @@ impl Rank {
             self.params.late_threshold.max(SOS_COST * self.storage_cost) + self.index_wait();
         let late = self.host_end - self.job_end;
         (late >= threshold).then_some(late)
+    }
+
+    /// Whether this rank is at least as fast as its host's mean speed at
+    /// the last wave ([`crate::verdict::Status::fast`]).
+    pub fn fast(&self) -> bool {
+        self.speed.get() * self.host_ranks as f64 >= self.host_speed()
     }
 
     /// This rank's host's summed speed at the last wave.
@@ -1575,7 +1609,6 @@ impl Rank {
         let idle_since = if busy_for > 0.0 {
             now
         } else {
-            self.host_share = false;
             *self.idle_since.get_or_insert(now)
         };
         // On slow storage a look at the index is dear: look at most once
@@ -1598,52 +1631,20 @@ impl Rank {
             return Some(at);
         }
         let early = self.looks_early(busy_for);
-        // A host share, for an idle rank of a large job on fast shared
-        // storage only: where steals are dear, the extra hop through the
-        // host's board lost (simulator, four hosts of four ranks, 12 seeds,
-        // with host shares from the owner's own host too: step16 at 200 ms
-        // 0.736 → 0.708, fluct16 at 50 ms 0.925 → 0.912).
-        let for_ranks =
-            if busy_for == 0.0 && !early && self.large() && !self.slow(self.storage_cost) {
-                let free = f64::from(self.topology.free_nearer(&self.idle, self.me, 1));
-                let (mean, v) = (self.host_speed() / self.host_ranks as f64, self.speed.get());
-                let pace = if v > 0.0 && mean > 0.0 {
-                    (mean / v).min(1.0)
-                } else {
-                    1.0
-                };
-                (free.min(HOST_SHARE_RANKS) * pace).max(1.0)
-            } else {
-                1.0
-            };
-        let search = self.search(
-            now,
-            (busy_for, idle_since),
-            woken,
-            poll,
-            (early, for_ranks, 0),
-        );
-        self.ask(
-            Request::Help(search),
-            Asking::Help {
-                early,
-                for_ranks,
-                gather: false,
-            },
-        );
+        let search = self.search(now, (busy_for, idle_since), woken, poll, early);
+        self.ask(Request::Help(search), Asking::Help { early });
         None
     }
 
     /// A search for help from `now`, with `busy` seconds of own work left
-    /// and idle since then, `(early, for_ranks, gather)` as
-    /// [`Search::early`], [`Search::for_ranks`] and [`Search::gather`] say.
+    /// and idle since then, `early` as [`Search::early`] says.
     fn search(
         &self,
         now: f64,
         (busy_for, idle_since): (f64, f64),
         woken: bool,
         poll: f64,
-        (early, for_ranks, gather): (bool, f64, u64),
+        early: bool,
     ) -> Search {
         Search {
             now,
@@ -1665,47 +1666,14 @@ impl Rank {
             hosts: self.hosts.clone(),
             counted_at: self.counted_at,
             job_end: self.job_end,
-            for_ranks,
-            gather,
+            shared: !self.transfers(),
         }
     }
 
-    /// Whether the hosts of this job have proxies now: in a large job
-    /// ([`Params::large_job`]) with host boards, on shared storage whose
-    /// consultation costs less than [`PROXY_COST`]. A host's proxy (its
-    /// lowest rank) is the only one of its ranks whose SOS goes on the
-    /// shared board. While its host will be late as a whole it gathers the
-    /// host's excess (the ids its host's ranks will not finish by the job's
-    /// forecast end) from their SOS on the host's board into its own, which
-    /// other hosts' ranks help, and its SOS stays there while it is late.
-    /// So the owners that look at SOS on the shared storage grow with the
-    /// late hosts, not the late ranks. Simulator, fluct16's speeds, 16
-    /// ranks per host, 2 % jitter, 3 seeds: 10,000 ranks 0.946 → 0.953,
-    /// peak operations per second 74,000 → 39,000, in all 574,000 →
-    /// 159,000; 1,024 ranks 0.950 → 0.951, peak 7,500 → 4,000.
-    fn proxies(&self) -> bool {
-        self.large() && self.storage_cost < PROXY_COST
-    }
-
-    /// Whether this job is large ([`Params::large_job`]) and has host
-    /// boards: the condition of host proxies and host shares.
-    fn large(&self) -> bool {
-        self.topology.ranks() >= self.params.large_job && self.params.host_board
-    }
-
-    /// The ids this rank, its host's proxy ([`Rank::proxies`]), gathers from
-    /// its host's SOS now (`v`: its speed): the ids its host will not
-    /// finish by the job's forecast end, at the last wave's figures, less
-    /// those it will not finish itself (its SOS offers those); `None`
-    /// while its host will not be late as a whole or that is less than a
-    /// lease.
-    fn gather_want(&self, now: f64, v: f64) -> Option<u64> {
-        if !self.proxy || !self.proxies() {
-            return None;
-        }
-        let host_late = self.host_lateness()?;
-        let own = (self.remaining() as f64 - v * (self.job_end - now).max(0.0)).max(0.0);
-        let want = host_late * self.host_speed() - own;
-        (want >= self.lease_len(now) as f64).then_some(want as u64)
+    /// Whether this job's hosts trade through MPI ([`crate::transfer::on`]):
+    /// then every SOS stays on its host's board, and no rank reads or
+    /// writes the shared board.
+    fn transfers(&self) -> bool {
+        crate::transfer::on(&self.topology, &self.params)
     }
 }

@@ -19,6 +19,7 @@ use crate::board::memory::MemoryBoard;
 use crate::clerk::{Clerk, Reply, Request};
 use crate::config::{Hosts, Sites};
 use crate::error::{Error, Result};
+use crate::ids::IdSet;
 use crate::plan::WarmupReport;
 use crate::policy::{Event, Params, Rank, RankReport, Step};
 use crate::scenario::Scenario;
@@ -96,6 +97,9 @@ pub struct Outcome {
     /// Seconds each rank's clerk spent in shared-storage operations (the
     /// rank computes meanwhile).
     pub storage_seconds: Vec<f64>,
+    /// Host transfers sent ([`crate::transfer`]): messages, and the ids
+    /// they carried.
+    pub transfers: (u64, u64),
 }
 
 /// The kinds of request whose shared-storage operations
@@ -155,6 +159,10 @@ enum State {
 /// Seconds from the last completion to the verdict on every rank: idle
 /// ranks run waves back to back, testing them every few milliseconds.
 const WAVE_LATENCY: f64 = 0.01;
+
+/// Seconds a host transfer takes to reach its receiver: the shell's busy
+/// ranks look for one every 10 ms (idle ones every few).
+const TRANSFER_LATENCY: f64 = 0.01;
 
 /// Storage operations of the longest step of a search that the verdict
 /// does not cut short: a locked look at an SOS record
@@ -270,6 +278,13 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     let mut handled = 0u64;
     let mut storage_ops: Vec<[u64; REQUESTS.len()]> = Vec::new();
     let mut storage_seconds = vec![0.0; p];
+    // Host transfers on their way to each rank: (arrival, sender, ids);
+    // when an idle rank next looks, if it is idle.
+    let mut inbox: Vec<Vec<(f64, usize, IdSet)>> = vec![Vec::new(); p];
+    let mut idle_until: Vec<Option<f64>> = vec![None; p];
+    let mut transfers = (0u64, 0u64);
+    // Waves since the warm-up exchange (none before it).
+    let mut waves: Option<u64> = None;
     // Requests are timed when operations cost time.
     let timed = (opts.storage_delay > 0.0 || distance_delay > 0.0).then_some(opts.storage_delay);
     while let Some(Reverse((Time(now), _, i, call))) = queue.pop() {
@@ -284,8 +299,13 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             )));
         }
         if now >= next_wave
-            && let Some(job) = joined.take()
+            && let Some(mut job) = joined.take()
         {
+            // (The shell's waves start after the warm-up exchange: the
+            // waves joined before it carry no moves.)
+            if job.wave != u64::MAX {
+                job.moves = Arc::new(crate::transfer::planned(&job, &topology, params));
+            }
             for rank in &mut ranks {
                 rank.observe_job(job.clone());
             }
@@ -295,11 +315,19 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             // Each host's ids left and speed, and the SOS open on its board.
             let mut hosts = vec![(0, 0.0); topology.hosts()];
             let mut host_open = vec![0; topology.hosts()];
+            let mut excess = vec![0; topology.hosts()];
+            let mut free_ranks = vec![0u64; p.div_ceil(64)];
+            let mut sos_ranks = vec![0u64; p.div_ceil(64)];
+            let mut fast_ranks = vec![0u64; p.div_ceil(64)];
             for (r, rank) in ranks.iter().enumerate() {
                 let h = topology.host_index(r);
                 hosts[h].0 += rank.remaining();
                 hosts[h].1 += rank.speed();
                 host_open[h] += rank.sos_on_host() as u64;
+                excess[h] += rank.excess(now);
+                free_ranks[r / 64] |= u64::from(rank.is_free()) << (r % 64);
+                sos_ranks[r / 64] |= u64::from(rank.sos_open()) << (r % 64);
+                fast_ranks[r / 64] |= u64::from(rank.fast()) << (r % 64);
             }
             joined = Some(Job {
                 completed,
@@ -313,7 +341,14 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 listing: ranks.iter().filter(|r| r.lists_shared()).count() as u64,
                 host_open: Arc::new(host_open),
                 hosts: Arc::new(hosts),
+                excess: Arc::new(excess),
+                free_ranks: Arc::new(free_ranks),
+                sos_ranks: Arc::new(sos_ranks),
+                fast_ranks: Arc::new(fast_ranks),
+                wave: waves.map_or(u64::MAX, |n| n),
+                moves: Arc::default(),
             });
+            waves = waves.map(|n| n + 1);
             next_join = next_wave + 0.5 * params.check_interval;
         }
         if let Some((at, rank)) = corrupt
@@ -328,13 +363,48 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         {
             ranks[i].reply(reply)?;
         }
+        // Host transfers that have arrived.
+        idle_until[i] = None;
+        if !inbox[i].is_empty() {
+            let (arrived, later) = std::mem::take(&mut inbox[i])
+                .into_iter()
+                .partition(|(at, _, _)| *at <= now);
+            inbox[i] = later;
+            for (_, from, ids) in arrived {
+                ranks[i].receive(from, ids, now);
+            }
+        }
         let before = ranks[i].done();
         let mut step = ranks[i].next(now)?;
         // The clerk carries a request out at once on the board (which
         // holds the locks it takes for the time of its operations); the
         // reply arrives when those operations are done, and the rank
         // computes meanwhile.
-        while let Step::Ask(request) = step {
+        loop {
+            let request = match step {
+                Step::Ask(request) => request,
+                Step::Send { to, ids } => {
+                    // The message arrives at once at an idle receiver's next
+                    // look, or at a busy one's next call.
+                    let at = now + TRANSFER_LATENCY;
+                    transfers.0 += 1;
+                    transfers.1 += ids.len();
+                    inbox[to].push((at, i, ids));
+                    if idle_until[to].is_some_and(|until| until > at) {
+                        idle_until[to] = Some(at);
+                        calls[to] += 1;
+                        rng = splitmix64(rng);
+                        queue.push(Reverse((Time(at), rng, to, calls[to])));
+                        state[to] = State::Ready(at);
+                    }
+                    step = ranks[i].next(now)?;
+                    continue;
+                }
+                other => {
+                    step = other;
+                    break;
+                }
+            };
             let kind = kind(&request);
             let host = host_boards.get_mut(topology.host_index(i));
             let (mut reply, touched, seconds) =
@@ -387,9 +457,13 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 // logged when the rank runs out of work.
                 ranks[i].flush_progress(now);
                 events[i].extend(ranks[i].drain_events().map(|e| (now, e)));
-                State::Ready(until.max(now + 1e-6))
+                let until = until.max(now + 1e-6);
+                idle_until[i] = Some(until);
+                State::Ready(until)
             }
-            Step::Ask(_) => return Err(Error::Internal("a request left unserved".into())),
+            Step::Ask(_) | Step::Send { .. } => {
+                return Err(Error::Internal("a request left unserved".into()));
+            }
         };
         if completed == scenario.realisations {
             // Every id is reported: the next wave ends the job everywhere.
@@ -402,7 +476,10 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 calls[i] += 1;
                 rng = splitmix64(rng);
                 queue.push(Reverse((Time(t), rng, i, calls[i])));
-            } else if !ranks[i].owns_work() && ranks.iter().all(|r| !r.owns_work()) {
+            } else if !ranks[i].owns_work()
+                && ranks.iter().all(|r| !r.owns_work())
+                && inbox.iter().all(Vec::is_empty)
+            {
                 // Nobody owns work, yet ids are missing: the real job's
                 // verdict is Lost.
                 return Err(Error::Internal(format!(
@@ -415,6 +492,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             // The collective completes when the last rank enters it (now);
             // the ranks still computing their reserve go on.
             exchanging = 0;
+            waves = Some(0);
             let all: Vec<WarmupReport> = reports.iter_mut().filter_map(Option::take).collect();
             let plan = crate::plan::rescale(&all);
             for (k, rank) in ranks.iter_mut().enumerate() {
@@ -484,5 +562,6 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         storage_ops,
         storage_seconds,
         events,
+        transfers,
     })
 }

@@ -15,6 +15,8 @@ pub struct Topology {
     site_ix: Arc<[u32]>,
     /// The site of each host, by host number.
     host_site: Arc<[u32]>,
+    /// The ranks of each host, in order, by host number.
+    members: Arc<[Vec<usize>]>,
 }
 
 /// Number `names` in order of first appearance.
@@ -96,7 +98,12 @@ impl Topology {
         };
         let host_ix = numbered(&hosts);
         let site_ix = numbered(&sites);
+        let mut members = vec![Vec::new(); host_ix.iter().max().map_or(0, |&m| m as usize + 1)];
+        for (r, &h) in host_ix.iter().enumerate() {
+            members[h as usize].push(r);
+        }
         Topology {
+            members: members.into(),
             host_site: host_sites(&host_ix, &site_ix),
             host_ix,
             site_ix,
@@ -123,6 +130,17 @@ impl Topology {
     /// The number of rank `r`'s host, below [`Topology::hosts`].
     pub fn host_index(&self, r: usize) -> usize {
         self.host_ix[r] as usize
+    }
+
+    /// The ranks of host `h` ([`Topology::host_index`]), in order (none
+    /// for a host beyond the job's).
+    pub fn members(&self, h: usize) -> &[usize] {
+        self.members.get(h).map_or(&[], Vec::as_slice)
+    }
+
+    /// The site number of host `h` (0 for a host beyond the job's).
+    pub fn site_of_host(&self, h: usize) -> usize {
+        self.host_site.get(h).map_or(0, |&s| s as usize)
     }
 
     /// Site of rank `r`.

@@ -46,6 +46,9 @@ pub struct Status {
     pub sos_open: bool,
     /// That SOS is on the host's board, which only the host's ranks reach.
     pub sos_on_host: bool,
+    /// The rank is at least as fast as its host's mean at the last wave
+    /// (host transfers go to such ranks first).
+    pub fast: bool,
     /// The rank is done with its own quota (idle, or computing help), or
     /// will be within one grace, or holds a share taken early
     /// ([`crate::policy::Rank::is_free`]). Free ranks near an SOS are its
@@ -54,6 +57,10 @@ pub struct Status {
     /// Ids the rank owns and has not computed (summed per host, with the
     /// speeds, they tell whether a host as a whole will be late).
     pub remaining: u64,
+    /// Ids the rank will not have computed by the job's forecast end at
+    /// its speed (summed per host, they size each rank's part of a host
+    /// transfer, [`crate::transfer::sends`]).
+    pub excess: u64,
 }
 
 impl Status {
@@ -74,8 +81,10 @@ impl Status {
             speed_time_milli: 0,
             sos_open: false,
             sos_on_host: false,
+            fast: false,
             free: false,
             remaining: 0,
+            excess: 0,
         }
     }
 }
@@ -103,7 +112,7 @@ pub enum Verdict {
 }
 
 /// What a wave tells every rank of the whole job.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Job {
     /// Realisations completed over all ranks.
     pub completed: u64,
@@ -124,9 +133,31 @@ pub struct Job {
     /// Each host's ids left (owned and not computed) and summed speed,
     /// realisations per second, by [`Topology::host_index`].
     pub hosts: Arc<Vec<(u64, f64)>>,
+    /// Each host's ids its ranks will not have computed by the job's
+    /// forecast end, summed over the ranks ([`Status::excess`]).
+    pub excess: Arc<Vec<u64>>,
+    /// Bitmaps of the free ranks ([`Status::free`]) and of the ranks with
+    /// an open SOS (empty when not known).
+    pub free_ranks: Arc<Vec<u64>>,
+    /// See `free_ranks`.
+    pub sos_ranks: Arc<Vec<u64>>,
+    /// Bitmap of the ranks at least as fast as their host's mean
+    /// ([`Status::fast`]).
+    pub fast_ranks: Arc<Vec<u64>>,
     /// SOS open on each host's board, by [`Topology::host_index`] (empty
     /// when not counted: all are taken as reachable).
     pub host_open: Arc<Vec<u64>>,
+    /// The number of the wave, counted from 0 after the warm-up exchange:
+    /// the same on every rank.
+    pub wave: u64,
+    /// The host transfers planned from this wave's figures
+    /// ([`crate::transfer`]; empty when none is due).
+    pub moves: Arc<Vec<crate::transfer::Move>>,
+}
+
+/// Whether rank `r`'s bit is set in the bitmap `map`.
+pub fn bit(map: &[u64], r: usize) -> bool {
+    map.get(r / 64).is_some_and(|w| w >> (r % 64) & 1 == 1)
 }
 
 impl Job {
@@ -192,7 +223,10 @@ fn hosts_sums(figures: &[(u64, f64)], hosts: impl IntoIterator<Item = usize>) ->
 const FIXED: usize = 6;
 
 /// Words of [`Words::sums`] per host.
-const PER_HOST: usize = 3;
+const PER_HOST: usize = 4;
+
+/// Bitmaps of [`Words::bits`].
+const BITMAPS: usize = 5;
 
 /// The words of one wave: `sums` are added, `bits` are or-ed over the ranks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -200,10 +234,11 @@ pub struct Words {
     /// `[completed, stop requests, speed in thousandths of a realisation
     /// per second, open SOS, speed times time of joining in thousandths,
     /// requests out that write the shared index]`,
-    /// then for each host its ids left, its speed in thousandths and the
-    /// SOS open on its board.
+    /// then for each host its ids left, its speed in thousandths, the SOS
+    /// open on its board and its ranks' excess.
     pub sums: Vec<u64>,
-    /// Bitmaps of failed, busy and free ranks ([`Status::free`]), `⌈P/64⌉`
+    /// Bitmaps of failed, busy and free ranks ([`Status::free`]), of
+    /// ranks with an open SOS and of fast ones ([`Status::fast`]), `⌈P/64⌉`
     /// words each.
     pub bits: Vec<u64>,
 }
@@ -214,7 +249,7 @@ impl Words {
     pub fn zero(ranks: usize, hosts: usize) -> Words {
         Words {
             sums: vec![0; FIXED + PER_HOST * hosts],
-            bits: vec![0; 3 * ranks.div_ceil(64)],
+            bits: vec![0; BITMAPS * ranks.div_ceil(64)],
         }
     }
 
@@ -242,12 +277,17 @@ impl Words {
         w.sums[h] = status.remaining;
         w.sums[h + 1] = status.speed_milli;
         w.sums[h + 2] = status.sos_on_host as u64;
+        w.sums[h + 3] = status.excess;
         let words = ranks.div_ceil(64);
         let bit = 1u64 << (me % 64);
-        for (k, set) in [status.failed, status.busy, status.free]
-            .into_iter()
-            .enumerate()
-        {
+        let maps = [
+            status.failed,
+            status.busy,
+            status.free,
+            status.sos_open,
+            status.fast,
+        ];
+        for (k, set) in maps.into_iter().enumerate() {
             if set {
                 w.bits[k * words + me / 64] |= bit;
             }
@@ -259,15 +299,18 @@ impl Words {
     /// speed (realisations per second), and the ranks of `topology` that
     /// own no work (idle helpers).
     pub fn job(&self, topology: &Topology) -> Job {
-        let words = self.bits.len() / 3;
-        let (busy, free) = (&self.bits[words..2 * words], &self.bits[2 * words..]);
+        let words = self.bits.len() / BITMAPS;
+        let map = |k: usize| &self.bits[k * words..(k + 1) * words];
+        let (busy, free) = (map(1), map(2));
         let set = |map: &[u64], r: usize| map.get(r / 64).is_some_and(|w| w >> (r % 64) & 1 == 1);
         let ranks = 0..topology.ranks();
         let idle = ranks.clone().filter(|&r| !set(busy, r)).count();
-        let (hosts, host_open) = self.sums[FIXED..]
-            .chunks_exact(PER_HOST)
+        let per_host = self.sums[FIXED..].chunks_exact(PER_HOST);
+        let (hosts, host_open) = per_host
+            .clone()
             .map(|h| ((h[0], h[1] as f64 / 1000.0), h[2]))
             .unzip();
+        let excess = per_host.map(|h| h[3]).collect();
         Job {
             completed: self.sums[0],
             speed: self.sums[2] as f64 / 1000.0,
@@ -280,7 +323,13 @@ impl Words {
             open: self.sums[3],
             listing: self.sums[5],
             hosts: Arc::new(hosts),
+            excess: Arc::new(excess),
+            free_ranks: Arc::new(free.to_vec()),
+            sos_ranks: Arc::new(map(3).to_vec()),
+            fast_ranks: Arc::new(map(4).to_vec()),
             host_open: Arc::new(host_open),
+            wave: 0,
+            moves: Arc::default(),
         }
     }
 

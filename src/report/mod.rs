@@ -11,8 +11,10 @@
 //! - **own**: the ids the rank owned as its own work: its initial block, or
 //!   after Algorithm 1's plan the quota plus what it computed of its block
 //!   before the plan;
-//! - **received**: ids it took from others' SOS (its `aid-given` lines);
-//! - **given**: ids others took from its SOS (their `aid-given` lines);
+//! - **received**: ids it took from others' SOS (its `aid-given` lines) or
+//!   received in host transfers (its `transfer-received` lines);
+//! - **given**: ids others took from its SOS or received from it (their
+//!   `aid-given` and `transfer-received` lines);
 //! - **computed**: the ids of its `progress` lines, so that
 //!   own + received − given = computed when nothing was lost;
 //! - **speed**: computed realisations per second of computing;
@@ -193,7 +195,11 @@ impl Run {
                     quota[i] = Some(q.clone());
                     run.horizon = Some(run.horizon.map_or(*horizon, |h: f64| h.max(*horizon)));
                 }
-                Line::Event(Event::AidGiven { owner, ids, .. }) => {
+                // A host transfer received counts as help taken from its
+                // sender.
+                Line::Event(
+                    Event::AidGiven { owner, ids, .. } | Event::Received { from: owner, ids },
+                ) => {
                     if *owner < n {
                         run.help[i][*owner] += ids.len();
                     }

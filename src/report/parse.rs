@@ -21,7 +21,8 @@ pub enum Line {
         /// `Static`, `Warmup` or `Full`.
         mode: String,
     },
-    /// `progress`, `plan`, `sos-posted`, `aid-given`, `aid-received`.
+    /// `progress`, `plan`, `sos-posted`, `aid-given`, `aid-received`,
+    /// `transfer-received`.
     Event(Event),
     /// `verdict`: the job's end as this rank saw it.
     Verdict {
@@ -145,6 +146,10 @@ pub fn parse_line(line: &str) -> Result<Record, String> {
             seq: num(f, "seq")?,
             ids: ids("ids")?,
         },
+        "transfer-received" => Event::Received {
+            from: num(f, "from")?,
+            ids: ids("ids")?,
+        },
         "aid-received" => Event::AidReceived {
             seq: num(f, "seq")?,
             aid: Aid {
@@ -208,6 +213,7 @@ mod tests {
 2026-11-22T08:46:22.5Z rank=0 t=1.2 aid-given owner=3 seq=1 ids_len=4 ids=396..400
 2026-11-22T08:46:22.6Z rank=0 t=1.3 aid-received seq=2 helper=1 at=1.2 helper_speed=98.1 ids_len=7 ids=1..8
 2026-11-22T08:46:22.7Z rank=0 t=1.4 warning waited 3 s for rank(s) 2, which owned work
+2026-11-22T08:46:22.8Z rank=0 t=1.42 transfer-received from=2 ids_len=3 ids=200..203
 2026-11-22T08:46:22.837249Z rank=0 t=1.436193 verdict Done computed=111
 ";
 
@@ -266,24 +272,31 @@ mod tests {
             e => panic!("{e:?}"),
         }
         assert_eq!(lines[5], &Line::Other);
-        assert_eq!(lines[6], &Line::Verdict { computed: 111 });
-        assert_eq!(p.records[6].t, 1.436193);
+        assert_eq!(
+            event(6),
+            Event::Received {
+                from: 2,
+                ids: set("200..203")
+            }
+        );
+        assert_eq!(lines[7], &Line::Verdict { computed: 111 });
+        assert_eq!(p.records[7].t, 1.436193);
     }
 
     #[test]
     fn a_cut_log_is_read_to_its_last_whole_line() {
         let cut = &LOG[..LOG.len() - 20];
         let p = parse_log(cut, "vm.0.log");
-        assert_eq!(p.records.len(), 6);
+        assert_eq!(p.records.len(), 7);
         assert_eq!(p.warnings.len(), 1);
-        assert!(p.warnings[0].starts_with("vm.0.log:7: the last line is cut"));
+        assert!(p.warnings[0].starts_with("vm.0.log:8: the last line is cut"));
     }
 
     #[test]
     fn a_bad_line_is_named_and_skipped() {
         let text = LOG.replace("done=25", "done=x");
         let p = parse_log(&text, "vm.0.log");
-        assert_eq!(p.records.len(), 6);
+        assert_eq!(p.records.len(), 7);
         assert_eq!(
             p.warnings,
             ["vm.0.log:2: field `done`: \"x\" is not a number: line skipped"]

@@ -1,0 +1,298 @@
+//! Host transfers (pure): in a large job, the hosts' drift from
+//! Algorithm 1's plan moves between hosts in MPI messages, planned from the
+//! termination waves, instead of through SOS files on the shared storage
+//! (DESIGN §6: at scale the shared server's load matters more than a
+//! helper's latency).
+//!
+//! Every wave tells every rank the same figures: each host's ids left and
+//! summed speed ([`crate::verdict::Job::hosts`]). From them every rank
+//! computes the same [`plan`]: a host that will end later than the job's
+//! forecast end by more than a threshold gives part of its excess to hosts
+//! that will end that much earlier, nearest first (the same site, then
+//! elsewhere, as mLB prefers). No message is needed to agree on it. Each
+//! rank of a giving host then sends its part (in proportion to the ids it
+//! owns) to the rank in the same place on the receiving host
+//! ([`sends`]); the receivers take the ids as their own, and inside each
+//! host the host's board (node-local SOS files) evens them out. The shared
+//! storage sees none of it: its load no longer grows with the ranks.
+//!
+//! ```
+//! use soslb::transfer::{plan, Move};
+//! // Two hosts of equal speed: host 0 owns 300 ids, host 1 owns 100; the
+//! // job ends when both have done 200 each (2 s at 100 ids/s).
+//! let moves = plan(&[(300, 100.0), (100, 100.0)], |_| 0, 2.0, 0.25, 1.0);
+//! assert_eq!(moves, vec![Move { from: 0, to: 1, ids: 100 }]);
+//! ```
+
+use crate::config::Mode;
+use crate::policy::Params;
+use crate::topology::Topology;
+use crate::verdict::{Job, bit};
+
+/// Waves between two plans: the figures of a wave show the moves of the
+/// plan before (sent at the senders' next checks, received within
+/// milliseconds) only a wave or two later. Simulator, fluct16's speeds on
+/// 1,024 ranks in hosts of 16, 2 % jitter, six seeds: every wave 0.948,
+/// every 2 0.947, every 4 0.950, every 8 0.945.
+pub const WAVES: u64 = 4;
+
+/// Seconds before the job's forecast end from which on every wave plans:
+/// the speeds change faster than four waves near the end, and a host late
+/// there is the job's end (10,000 ranks, eight seeds: 0.946 planning every
+/// four waves to the end; from 1 s before it every wave 0.951, from 2 s
+/// 0.951, from 4 s 0.946).
+pub const END: f64 = 1.0;
+
+/// Seconds a host must be late, at its speed, to give (1,024 ranks, six
+/// seeds: 0.05 s 0.946, 0.1 s 0.950, 0.25 s 0.946).
+pub const THRESHOLD: f64 = 0.1;
+
+/// The part of a host's excess (or room) that one plan moves: the speeds
+/// are estimates, and the next plan corrects the rest (1,024 ranks, six
+/// seeds: a half 0.943, three quarters 0.950, all 0.952 but 0.948 at
+/// 10,000 ranks against 0.951).
+pub const FRACTION: f64 = 0.75;
+
+/// Whether the hosts of a job trade through MPI: in a large job
+/// ([`Params::large_job`]) on more than one host, with host boards, in mode
+/// Full. Then every SOS stays on its host's board, and the shared storage
+/// carries no balancing at all.
+pub fn on(topology: &Topology, params: &Params) -> bool {
+    params.host_board
+        && params.mode == Mode::Full
+        && topology.ranks() >= params.large_job
+        && topology.hosts() > 1
+}
+
+/// The moves due at the wave `job` ([`Job::wave`]) where hosts trade
+/// ([`on`]): every [`WAVES`] waves, and every wave from [`END`] seconds
+/// before the job's forecast end; else none.
+pub fn planned(job: &Job, topology: &Topology, params: &Params) -> Vec<Move> {
+    if !on(topology, params) {
+        return Vec::new();
+    }
+    let (ids, speed) = job
+        .hosts
+        .iter()
+        .fold((0.0, 0.0), |(n, v), &(ids, s)| (n + ids as f64, v + s));
+    let left = ids / speed;
+    if speed.is_nan() || speed <= 0.0 || (job.wave % WAVES != 0 && left > END) {
+        return Vec::new();
+    }
+    plan(
+        &job.hosts,
+        |h| topology.site_of_host(h),
+        left,
+        THRESHOLD,
+        FRACTION,
+    )
+}
+
+/// Ids one host gives another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Move {
+    /// The giving host ([`Topology::host_index`]).
+    pub from: usize,
+    /// The receiving host.
+    pub to: usize,
+    /// How many ids.
+    pub ids: u64,
+}
+
+/// The moves that bring the hosts nearer to a common end, from the per-host
+/// figures `(ids left, speed)` of a wave, `left` seconds before the job's
+/// forecast end (as of the figures' time). A host later than that end by
+/// more than `threshold` seconds at its speed gives `fraction` of its
+/// excess (the ids it will not have done by then); an earlier host takes
+/// up to `fraction` of what it could still do by then (one late host's
+/// excess spread over many hosts makes each of them early by little). Givers and takers are matched greedily, latest with earliest,
+/// first within each site (`site_of` a host), then across sites. Hosts
+/// without a measured speed neither give nor take. Deterministic: the same
+/// figures give the same moves on every rank.
+pub fn plan(
+    figures: &[(u64, f64)],
+    site_of: impl Fn(usize) -> usize,
+    left: f64,
+    threshold: f64,
+    fraction: f64,
+) -> Vec<Move> {
+    if left.is_nan() || left <= 0.0 || fraction.is_nan() || fraction <= 0.0 {
+        return Vec::new();
+    }
+    // (lateness in seconds, host, ids to give or take)
+    let mut givers = Vec::new();
+    let mut takers = Vec::new();
+    for (h, &(ids, speed)) in figures.iter().enumerate() {
+        if speed.is_nan() || speed <= 0.0 {
+            continue;
+        }
+        let excess = ids as f64 - speed * left;
+        let late = excess / speed;
+        let amount = (fraction * excess.abs()).floor() as u64;
+        if amount == 0 {
+            continue;
+        }
+        if late > threshold {
+            givers.push((late, h, amount));
+        } else if late < 0.0 {
+            takers.push((late, h, amount));
+        }
+    }
+    // Latest givers and earliest takers first; ties by host number.
+    givers.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    takers.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut moves = Vec::new();
+    let mut matched = |same_site: bool| {
+        for g in givers.iter_mut() {
+            for t in takers.iter_mut() {
+                if g.2 == 0 {
+                    break;
+                }
+                if t.2 == 0 || (same_site && site_of(g.1) != site_of(t.1)) {
+                    continue;
+                }
+                let ids = g.2.min(t.2);
+                g.2 -= ids;
+                t.2 -= ids;
+                moves.push(Move {
+                    from: g.1,
+                    to: t.1,
+                    ids,
+                });
+            }
+        }
+    };
+    matched(true);
+    matched(false);
+    moves
+}
+
+/// What rank `me` sends for the moves of the wave `job`, with `excess`
+/// ids beyond the job's forecast end, on a host whose ranks had
+/// [`Job::excess`] such ids at the wave: for each move from its host, its
+/// part in proportion to its excess, to a rank of the receiving host
+/// (the one in the same place, modulo their numbers, in the order: ranks
+/// without an open SOS first, fast ones before slow ones, free ones before
+/// busy ones).
+/// `(to rank, ids)`, none empty.
+pub fn sends(job: &Job, topology: &Topology, me: usize, excess: u64) -> Vec<(usize, u64)> {
+    let host = topology.host_index(me);
+    let host_excess = job.excess.get(host).copied().unwrap_or(0);
+    let place = topology.members(host).iter().position(|&r| r == me);
+    let (Some(place), true) = (place, host_excess > 0) else {
+        return Vec::new();
+    };
+    let mut budget = excess;
+    job.moves
+        .iter()
+        .filter(|m| m.from == host)
+        .filter_map(|m| {
+            let part = (m.ids as f64 * excess as f64 / host_excess as f64).round() as u64;
+            let n = part.min(budget);
+            budget -= n;
+            let mut to = topology.members(m.to).to_vec();
+            to.sort_by_key(|&r| {
+                let (late, fast) = (bit(&job.sos_ranks, r), bit(&job.fast_ranks, r));
+                (late, !fast, !bit(&job.free_ranks, r), r)
+            });
+            (n > 0 && !to.is_empty()).then(|| (to[place % to.len()], n))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Hosts, Sites};
+
+    #[test]
+    fn nothing_moves_between_hosts_that_end_together() {
+        let figures = [(200, 100.0), (100, 50.0), (20, 10.0)];
+        assert!(plan(&figures, |_| 0, 2.0, 0.25, 1.0).is_empty());
+    }
+
+    #[test]
+    fn a_late_host_gives_its_excess_to_the_early_ones_latest_first() {
+        // Job end: 2 s. Host 0 ends at 4 s (200 late ids), host 1 at 3 s
+        // (100), host 2 at 0 s (room for 200), host 3 at 0 s (room for 200).
+        let figures = [(400, 100.0), (300, 100.0), (0, 100.0), (0, 100.0)];
+        let moves = plan(&figures, |_| 0, 2.0, 0.25, 1.0);
+        assert_eq!(
+            moves,
+            vec![
+                Move {
+                    from: 0,
+                    to: 2,
+                    ids: 200
+                },
+                Move {
+                    from: 1,
+                    to: 3,
+                    ids: 100
+                },
+            ]
+        );
+        // Given equals taken, and nobody gives what it does not have.
+        let given: u64 = moves.iter().map(|m| m.ids).sum();
+        assert_eq!(given, 300);
+    }
+
+    #[test]
+    fn hosts_within_the_threshold_and_without_speed_stay_put() {
+        let figures = [(220, 100.0), (180, 100.0), (500, 0.0)];
+        assert!(plan(&figures, |_| 0, 2.0, 0.25, 1.0).is_empty());
+    }
+
+    #[test]
+    fn the_same_site_goes_first() {
+        // Hosts 0, 1 on site 0; hosts 2, 3 on site 1. Host 0 is late by
+        // 100 ids; host 3 is earlier than host 1, yet host 1 takes them.
+        let figures = [(300, 100.0), (100, 100.0), (200, 100.0), (0, 100.0)];
+        let moves = plan(&figures, |h| h / 2, 2.0, 0.25, 1.0);
+        assert_eq!(
+            moves[0],
+            Move {
+                from: 0,
+                to: 1,
+                ids: 100
+            }
+        );
+        assert_eq!(moves.len(), 1);
+    }
+
+    #[test]
+    fn a_fraction_moves_part_of_the_excess() {
+        let moves = plan(&[(300, 100.0), (100, 100.0)], |_| 0, 2.0, 0.25, 0.5);
+        assert_eq!(moves[0].ids, 50);
+    }
+
+    #[test]
+    fn each_rank_sends_its_part_to_its_place_on_the_other_host() {
+        let topology = Topology::new(vec!["h".into(); 8], &Hosts::Virtual(4), &Sites::Single);
+        let mut job = Job {
+            moves: std::sync::Arc::new(vec![Move {
+                from: 0,
+                to: 1,
+                ids: 100,
+            }]),
+            excess: std::sync::Arc::new(vec![400, 0]),
+            ..Job::default()
+        };
+        // Rank 2 has a quarter of its host's 400 ids of excess: a quarter
+        // of 100, to the third rank of host 1.
+        assert_eq!(sends(&job, &topology, 2, 100), vec![(6, 25)]);
+        // Host 1's ranks give nothing.
+        assert!(sends(&job, &topology, 6, 100).is_empty());
+        // Never more than the rank's excess.
+        assert_eq!(sends(&job, &topology, 1, 10), vec![(5, 3)]);
+        assert_eq!(sends(&job, &topology, 1, 400)[0].1, 100);
+        // Receivers without an open SOS first, fast ones first: rank 4 has
+        // an SOS open, ranks 5 and 7 are fast.
+        job.sos_ranks = std::sync::Arc::new(vec![1 << 4]);
+        job.fast_ranks = std::sync::Arc::new(vec![1 << 5 | 1 << 7]);
+        let to: Vec<usize> = (0..4)
+            .map(|r| sends(&job, &topology, r, 100)[0].0)
+            .collect();
+        assert_eq!(to, vec![5, 7, 6, 4]);
+    }
+}
