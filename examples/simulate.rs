@@ -11,8 +11,8 @@
 //! [--ranks-per-host N] [--hosts-per-site N] [--trace] [--ops]`; `--trace`
 //! prints every rank's plan, SOS and AID events on stderr, in time order;
 //! `--ops` prints the shared-storage operations of each second by the kind
-//! of request that made them (`second=<s> storage_ops post=<n> look=<n>
-//! help=<n> unlist=<n>`). SCENARIO is a name of `examples/scenarios/` or a
+//! of request that made them, and the monitor logs' lazy writes
+//! (`second=<s> storage_ops post=<n> look=<n> help=<n> unlist=<n> log=<n>`). SCENARIO is a name of `examples/scenarios/` or a
 //! file; MODE is `static`, `warmup` or `full`.
 //! The settings are soslb's: `soslb.ron` or `SOSLB_CONFIG`, and `SOSLB_*`
 //! variables (`SOSLB_STORAGE_DELAY` is the default of `--storage-delay`).
@@ -20,7 +20,7 @@
 use soslb::config::{Config, Mode};
 use soslb::policy::{Event, Params, RankReport};
 use soslb::scenario::Scenario;
-use soslb::sim::{Options, REQUESTS, simulate};
+use soslb::sim::{KINDS, Options, simulate};
 use std::process::ExitCode;
 
 fn number<T: std::str::FromStr>(
@@ -78,7 +78,7 @@ fn run() -> Result<String, String> {
     }
     if ops {
         for (second, kinds) in out.storage_ops.iter().enumerate() {
-            let by: Vec<String> = REQUESTS
+            let by: Vec<String> = KINDS
                 .iter()
                 .zip(kinds)
                 .map(|(kind, n)| format!("{kind}={n}"))
@@ -97,8 +97,8 @@ fn run() -> Result<String, String> {
     Ok(format!(
         "result: scenario={} mode={} ranks={} realisations={} missing={missing} duplicates={duplicates} \
          makespan_s={:.2} ideal_s={ideal:.2} efficiency={:.3} sim_seconds={seconds:.3} \
-         storage_ops_per_s_peak={} storage_ops={} help_d0={} help_d1={} help_d2={} \
-         transfers={} transferred={}",
+         storage_ops_per_s_peak={} storage_ops={} finalize_writes={} help_d0={} help_d1={} \
+         help_d2={} transfers={} transferred={}",
         scenario.name,
         format!("{mode:?}").to_lowercase(),
         scenario.ranks,
@@ -107,6 +107,7 @@ fn run() -> Result<String, String> {
         ideal / out.makespan,
         out.storage_ops_per_second().max().unwrap_or(0),
         out.storage_ops_per_second().sum::<u64>(),
+        out.finalize_writes,
         help[0],
         help[1],
         help[2],

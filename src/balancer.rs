@@ -131,8 +131,9 @@ struct Termination {
     error: Option<(usize, i32, String)>,
     /// Since when this rank waits for a wave, and when it warns next.
     waiting: Option<(f64, f64)>,
-    /// Waves completed (every rank counts the same).
-    waves: u64,
+    /// The time of the wave of the last host transfers planned
+    /// ([`crate::transfer::planned`]; the same on every rank).
+    planned: f64,
 }
 
 /// What [`Balancer::finish`] returns on every rank.
@@ -245,7 +246,7 @@ impl Balancer {
                 let path = board
                     .log_dir()
                     .join(format!("{}.{me}.log", topology.host(me)));
-                Monitor::create(&path, me)?
+                Monitor::create(&path, me, comm.size())?
             } else {
                 Monitor::disabled(me)
             };
@@ -368,7 +369,7 @@ impl Balancer {
             verdict: None,
             error: None,
             waiting: None,
-            waves: 0,
+            planned: f64::NEG_INFINITY,
         };
         let progress = (me == 0).then(|| Progress::new(config.progress));
         Ok(Balancer {
@@ -749,13 +750,12 @@ impl Balancer {
             };
             let verdict = self.end.judge.judge(words);
             let mut job = words.job(self.rank.topology());
-            job.wave = self.end.waves;
-            self.end.waves += 1;
-            job.moves = Arc::new(crate::transfer::planned(
-                &job,
-                self.rank.topology(),
-                self.rank.params(),
-            ));
+            let (topology, params) = (self.rank.topology(), self.rank.params());
+            if let Some(moves) = crate::transfer::planned(&job, topology, params, self.end.planned)
+            {
+                self.end.planned = job.at;
+                job.moves = Arc::new(moves);
+            }
             let (completed, open) = (job.completed, job.open);
             self.rank.observe_job(job);
             self.show_progress(now, completed, open, verdict.is_some());

@@ -6,9 +6,10 @@
 //! reconstructed from them: who helped whom, how many ids, when.
 //!
 //! Lines are buffered and written when the buffer is full, at most every
-//! [`FLUSH_EVERY`] seconds otherwise, and at once for warnings, failures, the
-//! verdict and the end: nothing is written on the fast path of `next`, and a
-//! thousand ranks do not write to shared storage at every check.
+//! [`flush_every`] seconds otherwise (2 s, longer in jobs of more than 1,000
+//! ranks), and at once for warnings, failures, the verdict and the end:
+//! nothing is written on the fast path of `next`, and the ranks of a job
+//! together write their logs at most [`LOG_WRITES`] times a second.
 //!
 //! The format, which `soslb report` ([`crate::report`]) reads back:
 //!
@@ -35,7 +36,7 @@ use crate::policy::Event;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A rank's monitor log.
 #[derive(Debug)]
@@ -45,14 +46,39 @@ pub struct Monitor {
     rank: usize,
     writes: u64,
     flushed_at: Instant,
+    every: f64,
 }
 
-/// Seconds between two writes of the buffered lines by [`Monitor::flush_lazily`].
+/// Seconds between two writes of a rank's buffered lines by
+/// [`Monitor::flush_lazily`], at least.
 pub const FLUSH_EVERY: f64 = 2.0;
 
+/// Writes of the monitor logs per second that the ranks of a job make
+/// together, at most (besides the ones at once: warnings, the verdict, the
+/// end): at 10,000 ranks every 2 s was 5,000 writes a second, more than
+/// the signal files make (DESIGN §6: the shared server's load).
+pub const LOG_WRITES: f64 = 500.0;
+
+/// Seconds between two lazy writes of each rank's log in a job of `ranks`
+/// ranks: [`FLUSH_EVERY`], or longer so that the job writes at most
+/// [`LOG_WRITES`] times a second (20 s at 10,000 ranks).
+pub fn flush_every(ranks: usize) -> f64 {
+    FLUSH_EVERY.max(ranks as f64 / LOG_WRITES)
+}
+
+/// Seconds after its start that rank `rank` of `ranks` writes its log
+/// lazily for the first time: the ranks' writes spread evenly over
+/// [`flush_every`].
+pub fn first_write(rank: usize, ranks: usize) -> f64 {
+    flush_every(ranks) * (rank + 1) as f64 / ranks.max(1) as f64
+}
+
 impl Monitor {
-    /// Create the log file (it must not exist yet).
-    pub fn create(path: &Path, rank: usize) -> Result<Monitor> {
+    /// Create the log file (it must not exist yet) of rank `rank` of a job
+    /// of `ranks`, written lazily every [`flush_every`] seconds; the ranks'
+    /// first writes are spread over that interval ([`first_write`]), so
+    /// that they do not all write in the same second.
+    pub fn create(path: &Path, rank: usize, ranks: usize) -> Result<Monitor> {
         let file = File::options()
             .write(true)
             .create_new(true)
@@ -63,7 +89,12 @@ impl Monitor {
             path: path.to_path_buf(),
             rank,
             writes: 0,
-            flushed_at: Instant::now(),
+            flushed_at: Instant::now()
+                .checked_sub(Duration::from_secs_f64(
+                    flush_every(ranks) - first_write(rank, ranks),
+                ))
+                .unwrap_or_else(Instant::now),
+            every: flush_every(ranks),
         })
     }
 
@@ -75,6 +106,7 @@ impl Monitor {
             rank,
             writes: 0,
             flushed_at: Instant::now(),
+            every: FLUSH_EVERY,
         }
     }
 
@@ -149,10 +181,10 @@ impl Monitor {
         }
     }
 
-    /// Write the buffered lines if the last write is [`FLUSH_EVERY`] seconds
+    /// Write the buffered lines if the last write is [`flush_every`] seconds
     /// old (a full buffer is written anyway).
     pub fn flush_lazily(&mut self) {
-        if self.flushed_at.elapsed().as_secs_f64() >= FLUSH_EVERY {
+        if self.flushed_at.elapsed().as_secs_f64() >= self.every {
             self.flush();
         }
     }
@@ -191,19 +223,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn large_jobs_write_their_logs_less_often() {
+        assert_eq!(flush_every(16), FLUSH_EVERY);
+        assert_eq!(flush_every(1000), FLUSH_EVERY);
+        assert_eq!(flush_every(10_000), 20.0);
+        // A job's lazy writes per second, at most.
+        for ranks in [16, 1000, 4096, 10_000, 100_000] {
+            assert!(ranks as f64 / flush_every(ranks) <= LOG_WRITES);
+        }
+        // The first writes spread over the interval: rank 0 early, the
+        // last rank after a whole interval.
+        assert_eq!(first_write(0, 4), 0.5);
+        assert_eq!(first_write(3, 4), 2.0);
+        assert_eq!(first_write(9_999, 10_000), 20.0);
+    }
+
+    #[test]
     fn lines_are_written_every_few_seconds_not_at_every_check() {
         let dir = std::env::temp_dir().join(format!("soslb-monitor-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("h.0.log");
         let _ = std::fs::remove_file(&path);
-        let mut m = Monitor::create(&path, 0).unwrap();
+        let mut m = Monitor::create(&path, 15, 16).unwrap();
         m.line(0.5, format_args!("progress done=1"));
         m.flush_lazily();
         assert_eq!((std::fs::read(&path).unwrap().len(), m.writes()), (0, 0));
         m.flush();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(
-            text.ends_with("rank=0 t=0.500000 progress done=1\n"),
+            text.ends_with("rank=15 t=0.500000 progress done=1\n"),
             "{text}"
         );
         assert_eq!(m.writes(), 1);

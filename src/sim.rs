@@ -90,25 +90,30 @@ pub struct Outcome {
     pub left: Vec<u64>,
     /// When each rank finished its last realisation, seconds.
     pub finish: Vec<f64>,
-    /// Shared-storage operations (as the file board would do them) in each
-    /// second of the run, over all ranks, by the kind of request that made
-    /// them (in the order of [`REQUESTS`]).
-    pub storage_ops: Vec<[u64; REQUESTS.len()]>,
+    /// Shared-storage operations (as the file board would do them, and the
+    /// monitor logs' lazy writes) in each second of the run, over all
+    /// ranks, by their kind (in the order of [`KINDS`]).
+    pub storage_ops: Vec<[u64; KINDS.len()]>,
     /// Seconds each rank's clerk spent in shared-storage operations (the
     /// rank computes meanwhile).
     pub storage_seconds: Vec<f64>,
     /// Host transfers sent ([`crate::transfer`]): messages, and the ids
     /// they carried.
     pub transfers: (u64, u64),
+    /// The monitor logs' writes at `finish`: one per rank, in the second
+    /// the job ends (not in [`Outcome::storage_ops`]).
+    pub finalize_writes: u64,
 }
 
-/// The kinds of request whose shared-storage operations
-/// [`Outcome::storage_ops`] counts apart: a post of an SOS, an owner's look
-/// at its open SOS (refresh, lease extension, withdrawal), a search for
-/// help (index reads and steals), and the unlisting of a closed SOS.
-pub const REQUESTS: [&str; 4] = ["post", "look", "help", "unlist"];
+/// The kinds of shared-storage operations [`Outcome::storage_ops`] counts
+/// apart: those of requests (a post of an SOS, an owner's look at its open
+/// SOS: refresh, lease extension, withdrawal; a search for help: index
+/// reads and steals; the unlisting of a closed SOS), and the monitor logs'
+/// lazy writes ([`crate::monitor::flush_every`]; each rank writes its log
+/// once more at `finish`, which [`Outcome::finalize_writes`] counts apart).
+pub const KINDS: [&str; 5] = ["post", "look", "help", "unlist", "log"];
 
-/// The place of `request`'s kind in [`REQUESTS`].
+/// The place of `request`'s kind in [`KINDS`].
 fn kind(request: &Request) -> usize {
     match request {
         Request::Post { .. } => 0,
@@ -276,15 +281,32 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     let mut next_join = 0.5 * params.check_interval;
     let mut joined: Option<Job> = None;
     let mut handled = 0u64;
-    let mut storage_ops: Vec<[u64; REQUESTS.len()]> = Vec::new();
+    let mut storage_ops: Vec<[u64; KINDS.len()]> = Vec::new();
     let mut storage_seconds = vec![0.0; p];
     // Host transfers on their way to each rank: (arrival, sender, ids);
     // when an idle rank next looks, if it is idle.
     let mut inbox: Vec<Vec<(f64, usize, IdSet)>> = vec![Vec::new(); p];
     let mut idle_until: Vec<Option<f64>> = vec![None; p];
     let mut transfers = (0u64, 0u64);
-    // Waves since the warm-up exchange (none before it).
-    let mut waves: Option<u64> = None;
+    // When each rank's monitor log was last written (as the shell's
+    // [`crate::monitor::Monitor::flush_lazily`]: at an event, at most every
+    // `log_every` seconds).
+    let log_every = crate::monitor::flush_every(p);
+    let mut logged_at: Vec<f64> = (0..p)
+        .map(|r| crate::monitor::first_write(r, p) - log_every)
+        .collect();
+    let log_kind = KINDS.len() - 1;
+    let count_ops = |ops: &mut Vec<[u64; KINDS.len()]>, now: f64, kind: usize, n: u64| {
+        let second = now as usize;
+        if ops.len() <= second {
+            ops.resize(second + 1, [0; KINDS.len()]);
+        }
+        ops[second][kind] += n;
+    };
+    // The waves joined after the warm-up exchange carry host transfers
+    // ([`crate::transfer::planned`]; the time of the last plan's wave).
+    let (mut waves_start, mut after_plan) = (false, false);
+    let mut planned = f64::NEG_INFINITY;
     // Requests are timed when operations cost time.
     let timed = (opts.storage_delay > 0.0 || distance_delay > 0.0).then_some(opts.storage_delay);
     while let Some(Reverse((Time(now), _, i, call))) = queue.pop() {
@@ -303,8 +325,11 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         {
             // (The shell's waves start after the warm-up exchange: the
             // waves joined before it carry no moves.)
-            if job.wave != u64::MAX {
-                job.moves = Arc::new(crate::transfer::planned(&job, &topology, params));
+            if let Some(moves) =
+                crate::transfer::planned(&job, &topology, params, planned).filter(|_| after_plan)
+            {
+                planned = job.at;
+                job.moves = Arc::new(moves);
             }
             for rank in &mut ranks {
                 rank.observe_job(job.clone());
@@ -345,10 +370,9 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 free_ranks: Arc::new(free_ranks),
                 sos_ranks: Arc::new(sos_ranks),
                 fast_ranks: Arc::new(fast_ranks),
-                wave: waves.map_or(u64::MAX, |n| n),
                 moves: Arc::default(),
             });
-            waves = waves.map(|n| n + 1);
+            after_plan = waves_start;
             next_join = next_wave + 0.5 * params.check_interval;
         }
         if let Some((at, rank)) = corrupt
@@ -409,11 +433,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             let host = host_boards.get_mut(topology.host_index(i));
             let (mut reply, touched, seconds) =
                 serve_timed(&mut clerks[i], request, (&mut board, host), (i, now), timed);
-            let second = now as usize;
-            if storage_ops.len() <= second {
-                storage_ops.resize(second + 1, [0; REQUESTS.len()]);
-            }
-            storage_ops[second][kind] += touched;
+            count_ops(&mut storage_ops, now, kind, touched);
             storage_seconds[i] += seconds;
             reply.seconds = Some(seconds);
             if seconds > 0.0 {
@@ -424,6 +444,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             step = ranks[i].next(now)?;
         }
         completed += ranks[i].done() - before;
+        let logged = events[i].len();
         events[i].extend(ranks[i].drain_events().map(|e| (now, e)));
         state[i] = match step {
             Step::Compute(chunk) => {
@@ -465,6 +486,10 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 return Err(Error::Internal("a request left unserved".into()));
             }
         };
+        if events[i].len() > logged && now >= logged_at[i] + log_every {
+            logged_at[i] = now;
+            count_ops(&mut storage_ops, now, log_kind, 1);
+        }
         if completed == scenario.realisations {
             // Every id is reported: the next wave ends the job everywhere.
             let end = now + WAVE_LATENCY;
@@ -492,7 +517,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             // The collective completes when the last rank enters it (now);
             // the ranks still computing their reserve go on.
             exchanging = 0;
-            waves = Some(0);
+            waves_start = true;
             let all: Vec<WarmupReport> = reports.iter_mut().filter_map(Option::take).collect();
             let plan = crate::plan::rescale(&all);
             for (k, rank) in ranks.iter_mut().enumerate() {
@@ -563,5 +588,6 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         storage_seconds,
         events,
         transfers,
+        finalize_writes: p as u64,
     })
 }

@@ -29,15 +29,18 @@ use crate::policy::Params;
 use crate::topology::Topology;
 use crate::verdict::{Job, bit};
 
-/// Waves between two plans: the figures of a wave show the moves of the
-/// plan before (sent at the senders' next checks, received within
-/// milliseconds) only a wave or two later. Simulator, fluct16's speeds on
-/// 1,024 ranks in hosts of 16, 2 % jitter, six seeds: every wave 0.948,
-/// every 2 0.947, every 4 0.950, every 8 0.945.
-pub const WAVES: u64 = 4;
+/// Seconds of job time between two plans, at least: the figures of a wave
+/// show the moves of the plan before (sent at the senders' next checks,
+/// received within milliseconds) only a wave or two later. (Simulator,
+/// fluct16's speeds on 1,024 ranks in hosts of 16, 2 % jitter, six seeds,
+/// waves every check interval, 0.25 s: a plan every wave 0.948, every two
+/// 0.947, every four 0.950, every eight 0.945. Counted in waves, the
+/// emulator's plans came every 3.75 s: its 64 ranks on two cores complete
+/// a wave about every second.)
+pub const PERIOD: f64 = 1.0;
 
 /// Seconds before the job's forecast end from which on every wave plans:
-/// the speeds change faster than four waves near the end, and a host late
+/// the speeds change faster than a period near the end, and a host late
 /// there is the job's end (10,000 ranks, eight seeds: 0.946 planning every
 /// four waves to the end; from 1 s before it every wave 0.951, from 2 s
 /// 0.951, from 4 s 0.946).
@@ -64,28 +67,28 @@ pub fn on(topology: &Topology, params: &Params) -> bool {
         && topology.hosts() > 1
 }
 
-/// The moves due at the wave `job` ([`Job::wave`]) where hosts trade
-/// ([`on`]): every [`WAVES`] waves, and every wave from [`END`] seconds
-/// before the job's forecast end; else none.
-pub fn planned(job: &Job, topology: &Topology, params: &Params) -> Vec<Move> {
-    if !on(topology, params) {
-        return Vec::new();
-    }
+/// The moves planned at the wave `job` where hosts trade ([`on`]), when a
+/// plan is due: [`PERIOD`] seconds after the plan of the wave as of
+/// `last` (its [`Job::at`]; a plan at the first wave), and at every wave
+/// from [`END`] seconds before the job's forecast end. Every rank sees the
+/// same waves, so every rank plans at the same ones.
+pub fn planned(job: &Job, topology: &Topology, params: &Params, last: f64) -> Option<Vec<Move>> {
     let (ids, speed) = job
         .hosts
         .iter()
         .fold((0.0, 0.0), |(n, v), &(ids, s)| (n + ids as f64, v + s));
     let left = ids / speed;
-    if speed.is_nan() || speed <= 0.0 || (job.wave % WAVES != 0 && left > END) {
-        return Vec::new();
+    let due = job.at >= last + PERIOD || left <= END;
+    if !on(topology, params) || speed.is_nan() || speed <= 0.0 || !due {
+        return None;
     }
-    plan(
+    Some(plan(
         &job.hosts,
         |h| topology.site_of_host(h),
         left,
         THRESHOLD,
         FRACTION,
-    )
+    ))
 }
 
 /// Ids one host gives another.

@@ -147,11 +147,8 @@ pub struct Job {
     /// SOS open on each host's board, by [`Topology::host_index`] (empty
     /// when not counted: all are taken as reachable).
     pub host_open: Arc<Vec<u64>>,
-    /// The number of the wave, counted from 0 after the warm-up exchange:
-    /// the same on every rank.
-    pub wave: u64,
     /// The host transfers planned from this wave's figures
-    /// ([`crate::transfer`]; empty when none is due).
+    /// ([`crate::transfer::planned`]; empty when none is due).
     pub moves: Arc<Vec<crate::transfer::Move>>,
 }
 
@@ -328,7 +325,6 @@ impl Words {
             sos_ranks: Arc::new(map(3).to_vec()),
             fast_ranks: Arc::new(map(4).to_vec()),
             host_open: Arc::new(host_open),
-            wave: 0,
             moves: Arc::default(),
         }
     }
