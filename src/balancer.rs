@@ -868,7 +868,11 @@ impl Balancer {
             t,
             format_args!("verdict {v:?} computed={}", self.rank.audit().count),
         );
-        self.monitor.flush();
+        // A failure is written at once, for a post-mortem; the end of a
+        // good run with finalize's line, one write per rank.
+        if matches!(v, Verdict::Failed { .. } | Verdict::Lost { .. }) {
+            self.monitor.flush();
+        }
         self.desk.over.store(true, Ordering::Relaxed);
         self.end.verdict = Some(v);
     }

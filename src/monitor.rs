@@ -7,7 +7,7 @@
 //!
 //! Lines are buffered and written when the buffer is full, at most every
 //! [`flush_every`] seconds otherwise (2 s, longer in jobs of more than 1,000
-//! ranks), and at once for warnings, failures, the verdict and the end:
+//! ranks), and at once for warnings, failures and at finalize:
 //! nothing is written on the fast path of `next`, and the ranks of a job
 //! together write their logs at most [`LOG_WRITES`] times a second.
 //!
