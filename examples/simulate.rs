@@ -3,10 +3,13 @@
 //! virtual clock) and prints one result line, like the emulator's:
 //!
 //! ```text
-//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=12.4 ideal_s=11.75 efficiency=0.95 sim_seconds=0.01 storage_ops_per_s_peak=1200 storage_ops=9000 help_d0=310 help_d1=0 help_d2=0
+//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=12.4 ideal_s=11.75 efficiency=0.95 sim_seconds=0.01 storage_ops_per_s_peak=1200 storage_ops=9000 finalize_writes=16 help_d0=310 help_d1=0 help_d2=0 transfers=0 transferred=0
 //! ```
 //!
-//! `help_d<d>`: realisations helpers at distance `d` took (the emulator's).
+//! `help_d<d>`: realisations helpers at distance `d` took (the emulator's);
+//! `finalize_writes`: the monitor logs' writes at `finish`, one per rank, not
+//! in `storage_ops`; `transfers`, `transferred`: host transfers sent, and
+//! the ids they carried.
 //! Usage: `simulate SCENARIO MODE [--storage-delay S] [--seed N] [--jitter F]
 //! [--ranks-per-host N] [--hosts-per-site N] [--trace] [--ops]`; `--trace`
 //! prints every rank's plan, SOS and AID events on stderr, in time order;

@@ -134,6 +134,8 @@ struct Termination {
     /// The time of the wave of the last host transfers planned
     /// ([`crate::transfer::planned`]; the same on every rank).
     planned: f64,
+    /// Waves completed.
+    waves: u64,
 }
 
 /// What [`Balancer::finish`] returns on every rank.
@@ -159,6 +161,9 @@ pub struct Summary {
     /// Realisations whose sums came from the completion journal of earlier
     /// runs (included in `count` and `statistics`).
     pub resumed: u64,
+    /// Termination waves completed (the same on every rank): `elapsed`
+    /// over this is the mean time a wave took.
+    pub waves: u64,
 }
 
 impl Balancer {
@@ -370,6 +375,7 @@ impl Balancer {
             error: None,
             waiting: None,
             planned: f64::NEG_INFINITY,
+            waves: 0,
         };
         let progress = (me == 0).then(|| Progress::new(config.progress));
         Ok(Balancer {
@@ -749,6 +755,7 @@ impl Balancer {
                 return false;
             };
             let verdict = self.end.judge.judge(words);
+            self.end.waves += 1;
             let mut job = words.job(self.rank.topology());
             let (topology, params) = (self.rank.topology(), self.rank.params());
             if let Some(moves) = crate::transfer::planned(&job, topology, params, self.end.planned)
@@ -1191,6 +1198,7 @@ impl Balancer {
             verdict: verdict.clone(),
             audit: total_audit,
             resumed: prior.map_or(0, Prior::count),
+            waves: self.end.waves,
         };
         let total = self.rank.total();
         let audit_error = summary.audit_problem(total);
@@ -1758,6 +1766,7 @@ mod tests {
             verdict,
             audit,
             resumed: 0,
+            waves: 0,
         }
     }
 
