@@ -96,8 +96,11 @@ const EARLY_LOOKS: f64 = 64.0;
 /// (nearest helpers first, far ones after a grace). Simulator, fluct16's
 /// speeds, 16 ranks per host, 2 % jitter: transfers at 64 ranks 0.973
 /// against 0.969, at 256 0.962 against 0.952 (eight seeds), without a
-/// shared-storage operation; but the emulator's fluct16 and step16 on
-/// four hosts of four ranks 0.937 and 0.948 against 0.976 and 0.987.
+/// shared-storage operation; but in the emulator, whose waves come every
+/// 0.7 to 1 s, fluct16 and step16 on four hosts of four ranks 0.940 and
+/// 0.949 against 0.976 and 0.987, fluct16's speeds on four hosts of 16
+/// 0.963 (twice) against 0.973 and 0.963, and grid64s 0.846 and 0.852
+/// against 0.900 and 0.914.
 pub const LARGE_JOB: usize = 1000;
 
 /// The numbers of the config the state machine uses.
