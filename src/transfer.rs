@@ -23,9 +23,11 @@
 //! 0.9 s in the emulator on two cores (`waves=` of its result line), where
 //! the simulator assumes a check interval (0.25 s). With waves of 1 s the
 //! simulator keeps 1,024 ranks of fluct16's speeds at 0.948, but a host of
-//! grid64s that slows to half loses 0.94 → 0.87 (the shared board's
+//! grid64s that slows to half lost 0.94 → 0.87 (the shared board's
 //! protocol 0.945): the protocol on the shared storage reacts to a lasting
-//! slowdown between waves, the transfers at them.
+//! slowdown between waves. Between plans the ranks of a giving host
+//! therefore send what their own excess grew by to the plan's receivers
+//! (`Shedding` in [`crate::policy`]): 0.87 → 0.91 there.
 //!
 //! ```
 //! use soslb::transfer::{plan, Move};
