@@ -408,8 +408,9 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             let request = match step {
                 Step::Ask(request) => request,
                 Step::Send { to, ids } => {
-                    // The message arrives at once at an idle receiver's next
-                    // look, or at a busy one's next call.
+                    // The message arrives after `TRANSFER_LATENCY`: an idle
+                    // receiver wakes then, a busy one takes it at its next
+                    // call.
                     let at = now + TRANSFER_LATENCY;
                     transfers.0 += 1;
                     transfers.1 += ids.len();

@@ -299,9 +299,8 @@ impl Words {
         let words = self.bits.len() / BITMAPS;
         let map = |k: usize| &self.bits[k * words..(k + 1) * words];
         let (busy, free) = (map(1), map(2));
-        let set = |map: &[u64], r: usize| map.get(r / 64).is_some_and(|w| w >> (r % 64) & 1 == 1);
         let ranks = 0..topology.ranks();
-        let idle = ranks.clone().filter(|&r| !set(busy, r)).count();
+        let idle = ranks.clone().filter(|&r| !bit(busy, r)).count();
         let per_host = self.sums[FIXED..].chunks_exact(PER_HOST);
         let (hosts, host_open) = per_host
             .clone()
@@ -316,7 +315,7 @@ impl Words {
             } else {
                 0.0
             },
-            idle: Arc::new(topology.idle_map(idle, ranks.filter(|&r| set(free, r)))),
+            idle: Arc::new(topology.idle_map(idle, ranks.filter(|&r| bit(free, r)))),
             open: self.sums[3],
             listing: self.sums[5],
             hosts: Arc::new(hosts),
@@ -342,9 +341,7 @@ impl Words {
 
 /// The ranks whose bit is set in `map`.
 fn ranks_in(map: &[u64], ranks: usize) -> Vec<usize> {
-    (0..ranks)
-        .filter(|&r| map.get(r / 64).is_some_and(|w| w >> (r % 64) & 1 == 1))
-        .collect()
+    (0..ranks).filter(|&r| bit(map, r)).collect()
 }
 
 /// Decides the verdict from the reduced words of successive waves.
