@@ -789,6 +789,10 @@ impl Balancer {
     /// Host transfers: those sent that their receivers have are done;
     /// those that arrived are the rank's own work now.
     fn take_transfers(&mut self, now: f64) {
+        // (Only where the job's hosts trade, the same on every rank.)
+        if !self.rank.trades() {
+            return;
+        }
         self.outgoing.retain_mut(|o| !o.test());
         while let Some((from, words)) = self.comm.receive_transfer() {
             self.transfers.1 += 1;
@@ -809,6 +813,9 @@ impl Balancer {
     /// stop or a failure some are still on their way; their ids are not
     /// computed), so that no send is left pending. Collective.
     fn drain_transfers(&mut self) {
+        if !self.rank.trades() {
+            return;
+        }
         loop {
             while self.comm.receive_transfer().is_some() {
                 self.transfers.1 += 1;

@@ -479,6 +479,8 @@ pub struct Rank {
     share_end: f64,
     /// Ranks on this rank's host.
     host_ranks: usize,
+    /// This job's hosts trade through MPI ([`Rank::trades`]).
+    trading: bool,
     /// Host transfers this rank is to send: (to rank, ids), from the last
     /// wave's plan ([`crate::transfer::sends`]).
     sends: Vec<(usize, u64)>,
@@ -545,6 +547,7 @@ impl Rank {
             free: false,
             share_end: f64::NEG_INFINITY,
             host_ranks: topology.members(topology.host_index(me)).len(),
+            trading: crate::transfer::on(&topology, &params),
             sends: Vec::new(),
             outgoing: Vec::new(),
             shedding: Shedding::default(),
@@ -1216,7 +1219,7 @@ impl Rank {
     /// jitter, eight seeds: 10,000 ranks 0.946 → 0.951, 1,024 ranks 0.947 →
     /// 0.949; in smaller jobs the quiet owners' longer leases are tuned in).
     fn own_period(&self) -> f64 {
-        let quiet = if self.level == Level::Host && self.transfers() {
+        let quiet = if self.level == Level::Host && self.trading {
             0
         } else {
             self.quiet.min(2)
@@ -1243,7 +1246,7 @@ impl Rank {
         match level {
             // (Where hosts trade through MPI the shared storage is never
             // consulted: its cost decides nothing.)
-            Some(Level::Shared) if self.transfers() => {}
+            Some(Level::Shared) if self.trading => {}
             Some(Level::Shared) => self.storage_cost = average(self.storage_cost, seconds),
             Some(Level::Host) => self.host_cost = average(self.host_cost, seconds),
             None => {}
@@ -1567,7 +1570,7 @@ impl Rank {
     /// SOS stays on the host's board.
     fn post_level(&self) -> Level {
         let host_late = self.host_lateness().is_some() && self.topology.hosts() > 1;
-        if self.params.host_board && (!host_late || self.transfers()) {
+        if self.params.host_board && (!host_late || self.trading) {
             Level::Host
         } else {
             Level::Shared
@@ -1728,15 +1731,15 @@ impl Rank {
             hosts: self.hosts.clone(),
             counted_at: self.counted_at,
             job_end: self.job_end,
-            shared: !self.transfers(),
+            shared: !self.trading,
         }
     }
 
     /// Whether this job's hosts trade through MPI ([`crate::transfer::on`]):
     /// then every SOS stays on its host's board, and no rank reads or
     /// writes the shared board.
-    fn transfers(&self) -> bool {
-        crate::transfer::on(&self.topology, &self.params)
+    pub fn trades(&self) -> bool {
+        self.trading
     }
 }
 

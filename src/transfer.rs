@@ -40,7 +40,7 @@
 use crate::config::Mode;
 use crate::policy::Params;
 use crate::topology::Topology;
-use crate::verdict::{Job, bit};
+use crate::verdict::{Job, bit, hosts_end};
 
 /// Seconds of job time between two plans, at least: the figures of a wave
 /// show the moves of the plan before (sent at the senders' next checks,
@@ -86,13 +86,9 @@ pub fn on(topology: &Topology, params: &Params) -> bool {
 /// from [`END`] seconds before the job's forecast end. Every rank sees the
 /// same waves, so every rank plans at the same ones.
 pub fn planned(job: &Job, topology: &Topology, params: &Params, last: f64) -> Option<Vec<Move>> {
-    let (ids, speed) = job
-        .hosts
-        .iter()
-        .fold((0.0, 0.0), |(n, v), &(ids, s)| (n + ids as f64, v + s));
-    let left = ids / speed;
+    let left = hosts_end(&job.hosts, 0..job.hosts.len());
     let due = job.at >= last + PERIOD || left <= END;
-    if !on(topology, params) || speed.is_nan() || speed <= 0.0 || !due {
+    if !on(topology, params) || !left.is_finite() || !due {
         return None;
     }
     Some(plan(
