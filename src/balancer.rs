@@ -1510,6 +1510,9 @@ fn deadline_of(config: &Config, since_first: Duration, total: u64) -> Option<Dea
 /// directory (`TMPDIR`, else `/tmp`).
 fn host_copies_dir(job_dir: &Path) -> PathBuf {
     use std::hash::{DefaultHasher, Hash, Hasher};
+    // The absolute path: two jobs of one id started in different working
+    // directories with the same relative signal directory are two jobs.
+    let job_dir = std::fs::canonicalize(job_dir).unwrap_or_else(|_| job_dir.to_path_buf());
     let mut h = DefaultHasher::new();
     job_dir.hash(&mut h);
     // SAFETY: getuid has no preconditions and cannot fail.

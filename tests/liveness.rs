@@ -294,6 +294,49 @@ fn three_loops_in_one_program_under_one_batch_job_id() {
     }
 }
 
+/// Two jobs of one id, each started in its own working directory with the
+/// default relative signal directory, run side by side: their node-local
+/// host boards are two (they were one, named after the relative path, and
+/// the second job failed with "the host's board already exists").
+#[test]
+fn two_jobs_of_one_id_in_two_directories_run_side_by_side() {
+    let dirs = [temp_dir("side-a"), temp_dir("side-b")];
+    let path = scenario("speeds8");
+    let env = [("SOSLB_JOB_ID", "job"), ("SOSLB_WARMUP", "0.5")];
+    let children: Vec<_> = dirs
+        .iter()
+        .map(|dir| {
+            let mut cmd = mpirun(
+                8,
+                &example("emulate"),
+                &[path.to_str().unwrap(), "full"],
+                dir,
+                &env,
+            );
+            cmd.current_dir(dir)
+                .env_remove("SOSLB_SIGNAL_DIR")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("mpirun starts")
+        })
+        .collect();
+    for (child, dir) in children.into_iter().zip(&dirs) {
+        let out = child.wait_with_output().expect("mpirun ends");
+        let job = Job {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            dir: dir.clone(),
+            seconds: 0.0,
+        };
+        assert!(job.ok, "{job}");
+        assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
+        assert_eq!(job.value("count"), 1200.0);
+        assert!(dir.join("soslb-signals/job.0/log").is_dir(), "{job}");
+    }
+}
+
 #[test]
 fn one_rank_computes_every_id_once() {
     let job = emulate(1, "speeds8", &[], &[]);

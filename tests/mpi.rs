@@ -213,15 +213,18 @@ fn a_rank_that_becomes_slow_mid_run_gets_help_and_waiting_ranks_sleep() {
 }
 
 /// Rank 15, slowed for half a second, is about 12 s late at its speed then
-/// (it posts), and 0.35 s behind once fast again: with a threshold of 1 s
+/// (it posts), and 0.35 s behind once fast again: with a threshold of 3 s
 /// it is then on time by a margin that a loaded machine's noise does not
-/// cross (with 0.5 s, the margin was 0.15 s, and the SOS once stayed open
-/// until helpers drained it, with the suite's MPI jobs on two cores).
+/// cross. (The reference is the warm-up's horizon, which every rank misses
+/// on a loaded machine: with three such jobs and two busy loops on two
+/// cores, rank 15 was still 1.4 s late at its full speed, and with a
+/// threshold of 1 s its SOS stayed open until helpers drained it (so it did
+/// once in CI); with 3 s it was withdrawn in 9 runs of 9 under that load.)
 #[test]
 fn a_passing_slowdown_opens_an_sos_and_withdraws_it() {
     let env = [
         ("SOSLB_SPEED_WINDOW", "0.4"),
-        ("SOSLB_LATE_THRESHOLD", "1.0"),
+        ("SOSLB_LATE_THRESHOLD", "3.0"),
     ];
     let run = emulate("blip", "full", &env);
     run.assert_exactly_once(10000);
