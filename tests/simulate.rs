@@ -1549,7 +1549,11 @@ fn a_slowed_host_of_a_large_job_sheds_its_excess_through_transfers() {
 /// help it, with host boards as without. They take their first shares
 /// early, a second or more before their own quotas' planned end: without
 /// that, the help came only in the last two seconds, and the ranks
-/// finished 0.44 s apart (here at most 0.4 s).
+/// finished 0.44 s apart (here at most 0.4 s; then 0.46 s, with a makespan
+/// 0.04 s shorter, once the other site's ranks looked ahead by the cost of
+/// their steals: one of them ends a grace early rather than take a last
+/// share through 40 ms operations on a lock the nearer ranks use). The
+/// efficiency is at least 0.97.
 #[test]
 fn a_late_host_gets_help_from_other_hosts_through_the_shared_board() {
     let s = Scenario::from_file(&Scenario::path_of("sites16")).unwrap();
@@ -1574,9 +1578,33 @@ fn a_late_host_gets_help_from_other_hosts_through_the_shared_board() {
     let last = out.finish.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let first = out.finish.iter().copied().fold(f64::INFINITY, f64::min);
     assert!(
-        last - first <= 0.4,
+        last - first <= 0.5,
         "the ranks finished from {first:.2} to {last:.2} s"
     );
+    let efficiency = s.ideal(s.ranks) / out.makespan;
+    assert!(efficiency >= 0.97, "efficiency {efficiency:.3}");
+}
+
+/// sites16 (issue 11): the ranks of the slowed host's site-mate host take
+/// their shares of its SOS 20 ms per operation away. They ask for the next
+/// one while they still compute, by the cost of a steal from there (no
+/// rank of the slowed host is left to help it), and do not wait for it.
+#[test]
+fn helpers_of_a_host_late_as_a_whole_look_ahead_by_the_cost_of_a_steal_from_it() {
+    let s = Scenario::from_file(&Scenario::path_of("sites16")).unwrap();
+    let out = simulate_once(&s, Mode::Full);
+    for r in 0..4 {
+        let waited = out.finish[r] - out.reports[r].busy;
+        println!(
+            "rank {r}: finished {:.3} s, idle {waited:.3} s",
+            out.finish[r]
+        );
+        assert!(
+            waited < 0.1,
+            "rank {r} idled {waited:.3} s of {:.3}",
+            out.finish[r]
+        );
+    }
 }
 
 /// The lateness worth an SOS is that of the board it goes on. With the
