@@ -456,11 +456,7 @@ impl Clerk {
                     let ext = p.tail.take_front(*n);
                     write_figures(p, figures);
                     p.remaining = lease + ext.len() + p.tail.len();
-                    let left = p.tail.clone();
-                    let closed = left.is_empty();
-                    if closed {
-                        *state = SosState::Closed;
-                    }
+                    let (left, closed) = tail_left(state);
                     Some((left, ext, closed))
                 })
             }
@@ -470,11 +466,7 @@ impl Clerk {
                 };
                 let given = p.tail.take_back(*n);
                 p.remaining = p.remaining.saturating_sub(given.len());
-                let left = p.tail.clone();
-                let closed = left.is_empty();
-                if closed {
-                    *state = SosState::Closed;
-                }
+                let (left, closed) = tail_left(state);
                 Some((left, given, closed))
             }),
             OwnOp::Withdraw => self.with_own_sos(entry.seq, seen, board, |state| {
@@ -1072,6 +1064,20 @@ fn on<'a>(
         Some(h) if level == Level::Host => h,
         _ => shared,
     }
+}
+
+/// The tail left in `state` after an owner took from it, and whether the
+/// SOS closed: an open SOS whose tail is empty closes.
+fn tail_left(state: &mut SosState) -> (IdSet, bool) {
+    let left = match state {
+        SosState::Open(p) => p.tail.clone(),
+        SosState::Closed => IdSet::new(),
+    };
+    let closed = left.is_empty();
+    if closed {
+        *state = SosState::Closed;
+    }
+    (left, closed)
 }
 
 /// The error of an open SOS that is no longer in its record.

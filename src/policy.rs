@@ -1520,10 +1520,11 @@ impl Rank {
         LOOK_AHEAD * self.steal_cost(self.sos_near)
     }
 
-    /// The distance to the nearest rank with an open SOS that this rank can
-    /// reach (on the shared board, where other hosts' SOS go) and whose
-    /// host's ranks all have one too: no rank of its own host helps it, so
-    /// the steals come from farther, at their cost (0 when there is none).
+    /// The distance to the nearest other host whose ranks all have an open
+    /// SOS, when some SOS that this rank can reach are on the shared board
+    /// (where other hosts' SOS go): no rank of that host helps the others,
+    /// so their steals come from farther, at their cost (0 when there is
+    /// none).
     /// Helpers 20 or 40 ms per operation away asked when their work ran
     /// out and waited for their share: simulator, sites16 with a warm-up
     /// of 0.5 s, a rank of the slowed host's site idled 0.18 s; with this,

@@ -28,6 +28,17 @@ impl Drop for Job {
 }
 
 impl Job {
+    /// The job that printed `out`, in `dir`, in `seconds`.
+    fn of(out: std::process::Output, dir: PathBuf, seconds: f64) -> Job {
+        Job {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            dir,
+            seconds,
+        }
+    }
+
     /// The last result line.
     fn result(&self) -> &str {
         let line = self.stdout.lines().rfind(|l| l.starts_with("result:"));
@@ -106,13 +117,7 @@ fn emulate_with(
         .expect("mpirun starts");
     during(&dir.join("signals"));
     let out = child.wait_with_output().expect("mpirun ends");
-    Job {
-        ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        dir,
-        seconds: t0.elapsed().as_secs_f64(),
-    }
+    Job::of(out, dir, t0.elapsed().as_secs_f64())
 }
 
 fn emulate(np: usize, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Job {
@@ -322,14 +327,11 @@ fn two_jobs_of_one_id_in_two_directories_run_side_by_side() {
         })
         .collect();
     for (child, dir) in children.into_iter().zip(&dirs) {
-        let out = child.wait_with_output().expect("mpirun ends");
-        let job = Job {
-            ok: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            dir: dir.clone(),
-            seconds: 0.0,
-        };
+        let job = Job::of(
+            child.wait_with_output().expect("mpirun ends"),
+            dir.clone(),
+            0.0,
+        );
         assert!(job.ok, "{job}");
         assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
         assert_eq!(job.value("count"), 1200.0);
