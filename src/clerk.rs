@@ -1005,6 +1005,7 @@ impl Clerk {
                 ids: ids.clone(),
                 at: now,
                 speed: vh,
+                busy_for: ask.busy_for,
             });
             taken = Some((s.seq, ids));
         });
@@ -1118,10 +1119,22 @@ impl Ask {
             return 0;
         };
         let now = self.now;
+        // A helper that took its share ahead of need computes it after its
+        // own work: until then it is not free to help either. (Counted as
+        // computed from when they were taken, early shares of sites16-one
+        // made the last helpers of the slowed rank's host size theirs as if
+        // their site's other host had been free: shares of 19, 11, 6 and 1
+        // ids, each a steal, and the site ended 0.2 s late; simulator,
+        // 0.946 → 0.955.)
         let others = s
             .aids
             .iter()
-            .map(|a| (a.speed, a.ids.len() as f64 - a.speed * (now - a.at)))
+            .map(|a| {
+                (
+                    a.speed,
+                    a.ids.len() as f64 - a.speed * (now - a.at - a.busy_for),
+                )
+            })
             .collect();
         let lease_left =
             p.remaining.saturating_sub(p.tail.len()) as f64 - p.speed * (now - p.updated_at);
@@ -1197,5 +1210,65 @@ impl std::ops::Deref for Inline {
 impl std::ops::DerefMut for Inline {
     fn deref_mut(&mut self) -> &mut Rank {
         &mut self.rank
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An owner at 10 ids/s with 300 ids left, all in its tail, and one AID:
+    /// a helper at 50 ids/s took 30 ids at t = 1 s with `busy_for` seconds
+    /// of its own work left.
+    fn sos_helped(busy_for: f64) -> Sos {
+        Sos {
+            rank: 0,
+            seq: 1,
+            state: SosState::Open(Post {
+                speed: 10.0,
+                remaining: 300,
+                forecast: 32.0,
+                host: "h".into(),
+                site: "s".into(),
+                opened_at: 0.0,
+                updated_at: 2.0,
+                tail: IdSet::from_range(0..300),
+            }),
+            aids: vec![Aid {
+                helper: 1,
+                ids: IdSet::from_range(300..330),
+                at: 1.0,
+                speed: 50.0,
+                busy_for,
+            }],
+        }
+    }
+
+    /// An idle helper at 50 ids/s at t = 2 s, the job's end far away.
+    fn ask() -> Ask {
+        Ask {
+            now: 2.0,
+            policy: HelpPolicy::Balanced,
+            helper_speed: 50.0,
+            job_left: 100.0,
+            steal_cost: 0.0,
+            helpers: 1.0,
+            near_helpers: 0.0,
+            busy_for: 0.0,
+            risk: 0.0,
+            least_one: false,
+            dear_steal: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_share_taken_ahead_of_need_counts_as_work_its_helper_still_has() {
+        // At t = 2 s the earlier helper has 2 s of its own work left, then
+        // its 30 ids: 130 ids' worth. The owner, it and this helper end
+        // together: 50 · (300 + 130) / (10 + 50 + 50) = 195 ids.
+        assert_eq!(ask().share(&sos_helped(3.0)), 195);
+        // Taken by an idle helper, the 30 ids were computed by t = 1.6 s:
+        // the owner is alone, 50 · 300 / (10 + 50) = 250 ids.
+        assert_eq!(ask().share(&sos_helped(0.0)), 250);
     }
 }

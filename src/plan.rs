@@ -241,7 +241,9 @@ pub struct ShareInput {
     pub owner_speed: f64,
     /// `v_h`: the helper's speed.
     pub helper_speed: f64,
-    /// `(v_a, r_a)` of each earlier helper of this SOS.
+    /// `(v_a, r_a)` of each earlier helper of this SOS: its speed, and the
+    /// ids' worth of work it has left, its own work before a share taken
+    /// ahead of need included (negative once it is done).
     pub others: Vec<(f64, f64)>,
     /// Ids that may be taken: the unleased tail.
     pub available: u64,

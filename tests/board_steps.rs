@@ -268,6 +268,7 @@ impl Actor {
                     ids,
                     at: 0.0,
                     speed: 1.0,
+                    busy_for: 0.0,
                 });
             }
         }

@@ -97,6 +97,11 @@ pub struct Aid {
     pub at: f64,
     /// The helper's speed when it took them.
     pub speed: f64,
+    /// Seconds of its own work the helper still had when it took them (a
+    /// share taken ahead of need): it computes them after that. 0 for an
+    /// idle helper, and in records written without it.
+    #[serde(default)]
+    pub busy_for: f64,
 }
 
 /// A helper's journal entry: it took `ids` from the SOS `seq` of `owner`.

@@ -157,6 +157,7 @@ pub fn parse_line(line: &str) -> Result<Record, String> {
                 ids: ids("ids")?,
                 at: num(f, "at")?,
                 speed: num(f, "helper_speed")?,
+                busy_for: 0.0,
             },
         },
         _ => {
