@@ -1549,11 +1549,12 @@ fn a_slowed_host_of_a_large_job_sheds_its_excess_through_transfers() {
 /// help it, with host boards as without. They take their first shares
 /// early, a second or more before their own quotas' planned end: without
 /// that, the help came only in the last two seconds, and the ranks
-/// finished 0.44 s apart (here at most 0.4 s; then 0.46 s, with a makespan
+/// finished 0.44 s apart (here at most 0.4 s; 0.46 s, with a makespan
 /// 0.04 s shorter, once the other site's ranks looked ahead by the cost of
-/// their steals: one of them ends a grace early rather than take a last
-/// share through 40 ms operations on a lock the nearer ranks use). The
-/// efficiency is at least 0.97.
+/// their steals: one of them ended a grace early rather than take a last
+/// share through 40 ms operations on a lock the nearer ranks use; 0.24 s
+/// since helpers count the shares taken ahead of need as work still to
+/// do). The efficiency is at least 0.97.
 #[test]
 fn a_late_host_gets_help_from_other_hosts_through_the_shared_board() {
     let s = Scenario::from_file(&Scenario::path_of("sites16")).unwrap();
@@ -1578,11 +1579,37 @@ fn a_late_host_gets_help_from_other_hosts_through_the_shared_board() {
     let last = out.finish.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let first = out.finish.iter().copied().fold(f64::INFINITY, f64::min);
     assert!(
-        last - first <= 0.5,
+        last - first <= 0.4,
         "the ranks finished from {first:.2} to {last:.2} s"
     );
     let efficiency = s.ideal(s.ranks) / out.makespan;
     assert!(efficiency >= 0.97, "efficiency {efficiency:.3}");
+}
+
+/// sites16 (issue 11) with 2 % jitter: the site-mate host's ranks take
+/// their shares of the slowed host's SOS early, ahead of need, and compute
+/// them after their own work; later helpers count that work as still to
+/// do (the AID's `busy_for`). Counted as computed from the take on, those
+/// ranks looked free, later shares were sized for helpers that were not
+/// there, and the job ended late: 0.967 to 0.982 over these seeds, five
+/// of them under 0.975; 0.976 to 0.987 with it. Every id once.
+#[test]
+fn helpers_count_the_shares_taken_ahead_of_need_as_work_still_to_do() {
+    let s = Scenario::from_file(&Scenario::path_of("sites16")).unwrap();
+    for seed in 1..=8 {
+        let opts = Options {
+            seed,
+            jitter: 0.02,
+            ..Options::default()
+        };
+        let out = sim::simulate(&s, &params(Mode::Full, HelpPolicy::Balanced), &opts).unwrap();
+        assert_exactly_once(&out);
+        let efficiency = s.ideal(s.ranks) / out.makespan;
+        assert!(
+            efficiency >= 0.975,
+            "seed {seed}: efficiency {efficiency:.3}"
+        );
+    }
 }
 
 /// sites16 (issue 11): the ranks of the slowed host's site-mate host take
