@@ -15,7 +15,7 @@
 //! prints every rank's plan, SOS and AID events on stderr, in time order;
 //! `--ops` prints the shared-storage operations of each second by the kind
 //! of request that made them, and the monitor logs' lazy writes
-//! (`second=<s> storage_ops post=<n> look=<n> help=<n> unlist=<n> log=<n>`). SCENARIO is a name of `examples/scenarios/` or a
+//! (`second=<s> storage_ops post=<n> look=<n> help=<n> unlist=<n> init=<n> log=<n>`). SCENARIO is a name of `examples/scenarios/` or a
 //! file; MODE is `static`, `warmup` or `full`.
 //! The settings are soslb's: `soslb.ron` or `SOSLB_CONFIG`, and `SOSLB_*`
 //! variables (`SOSLB_STORAGE_DELAY` is the default of `--storage-delay`).

@@ -246,7 +246,15 @@ impl Balancer {
             ),
         );
         comm.agree(created)?;
-        let joined = FileBoard::join(&job_dir, me, comm.size()).and_then(|board| {
+        config.host_board &= config.mode == Mode::Full;
+        // Where hosts trade through MPI no rank posts or takes on the
+        // shared board: no files of its own there.
+        let join = if crate::transfer::on(&topology, &Params::from(&config)) {
+            FileBoard::attach
+        } else {
+            FileBoard::join
+        };
+        let joined = join(&job_dir, me, comm.size()).and_then(|board| {
             let monitor = if config.log {
                 let path = board
                     .log_dir()
@@ -272,7 +280,6 @@ impl Balancer {
         let (board, mut monitor) = comm.agree(joined)?;
         // The host's own board (node-local, beside the copies of the index):
         // made by the host's lowest rank, then joined by all of its ranks.
-        config.host_board &= config.mode == Mode::Full;
         let (host_board, host_board_dir) = if config.host_board {
             let dir = host_copies_dir(&job_dir)
                 .join(format!("board-{}", file::file_name_of(topology.host(me))));

@@ -9,7 +9,8 @@
 //! [`flush_every`] seconds otherwise (2 s, longer in jobs of more than 1,000
 //! ranks), and at once for warnings, failures and at finalize:
 //! nothing is written on the fast path of `next`, and the ranks of a job
-//! together write their logs at most [`LOG_WRITES`] times a second.
+//! together write their logs at most [`LOG_WRITES`] times a second. A log's
+//! file is created at its first write, not at `init`.
 //!
 //! The format, which `soslb report` ([`crate::report`]) reads back:
 //!
@@ -41,7 +42,8 @@ use std::time::{Duration, Instant};
 /// A rank's monitor log.
 #[derive(Debug)]
 pub struct Monitor {
-    out: Option<BufWriter<File>>,
+    /// `None` when disabled, or after a failure.
+    out: Option<Log>,
     path: PathBuf,
     rank: usize,
     writes: u64,
@@ -73,19 +75,38 @@ pub fn first_write(rank: usize, ranks: usize) -> f64 {
     flush_every(ranks) * (rank + 1) as f64 / ranks.max(1) as f64
 }
 
+/// A log's lines: buffered until its file is created, at the first write.
+#[derive(Debug)]
+enum Log {
+    Unborn(Vec<u8>),
+    Open(BufWriter<File>),
+}
+
+/// Bytes of lines buffered between two writes, at most.
+const BUFFER: usize = 64 * 1024;
+
 impl Monitor {
-    /// Create the log file (it must not exist yet) of rank `rank` of a job
-    /// of `ranks`, written lazily every [`flush_every`] seconds; the ranks'
-    /// first writes are spread over that interval ([`first_write`]), so
-    /// that they do not all write in the same second.
+    /// The log of rank `rank` of a job of `ranks` at `path`, in a
+    /// directory that must exist. Its file (which must not exist yet) is
+    /// created at the first write: the lines are written lazily every
+    /// [`flush_every`] seconds, the ranks' first writes spread over that
+    /// interval ([`first_write`]), so that a job's ranks neither create
+    /// their logs nor write them all in the same second (10,000 file
+    /// creations on a shared storage at the start of a job of 10,000
+    /// ranks).
     pub fn create(path: &Path, rank: usize, ranks: usize) -> Result<Monitor> {
-        let file = File::options()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if !std::fs::metadata(dir)
+            .map_err(|e| Error::io(dir, e))?
+            .is_dir()
+        {
+            return Err(Error::io(
+                dir,
+                std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
+            ));
+        }
         Ok(Monitor {
-            out: Some(BufWriter::with_capacity(64 * 1024, file)),
+            out: Some(Log::Unborn(Vec::new())),
             path: path.to_path_buf(),
             rank,
             writes: 0,
@@ -112,9 +133,21 @@ impl Monitor {
 
     /// Append one line: timestamp, rank, job time, then `text`.
     pub fn line(&mut self, t: f64, text: std::fmt::Arguments<'_>) {
-        let Some(out) = &mut self.out else { return };
         let stamp = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-        if let Err(e) = writeln!(out, "{stamp} rank={} t={t:.6} {text}", self.rank) {
+        let written = match &mut self.out {
+            None => return,
+            Some(Log::Open(out)) => writeln!(out, "{stamp} rank={} t={t:.6} {text}", self.rank),
+            Some(Log::Unborn(lines)) => {
+                // (Writing to a vector cannot fail.)
+                let _ = writeln!(lines, "{stamp} rank={} t={t:.6} {text}", self.rank);
+                if lines.len() < BUFFER {
+                    return;
+                }
+                self.flush();
+                return;
+            }
+        };
+        if let Err(e) = written {
             self.fail(e);
         }
     }
@@ -191,18 +224,36 @@ impl Monitor {
 
     /// Write the buffered lines to the file.
     pub fn flush(&mut self) {
-        let Some(out) = &mut self.out else { return };
-        if out.buffer().is_empty() {
-            return;
-        }
+        let written = match &mut self.out {
+            None => return,
+            Some(Log::Open(out)) if out.buffer().is_empty() => return,
+            Some(Log::Unborn(lines)) if lines.is_empty() => return,
+            Some(Log::Open(out)) => out.flush(),
+            Some(Log::Unborn(lines)) => {
+                // The creation is one operation more.
+                self.writes += 1;
+                let lines = std::mem::take(lines);
+                File::options()
+                    .write(true)
+                    .create_new(true)
+                    .open(&self.path)
+                    .and_then(|mut file| {
+                        file.write_all(&lines)?;
+                        Ok(file)
+                    })
+                    .map(|file| {
+                        self.out = Some(Log::Open(BufWriter::with_capacity(BUFFER, file)));
+                    })
+            }
+        };
         self.writes += 1;
         self.flushed_at = Instant::now();
-        if let Err(e) = out.flush() {
+        if let Err(e) = written {
             self.fail(e);
         }
     }
 
-    /// Writes made to the file so far.
+    /// Operations on the file so far: its creation and its writes.
     pub fn writes(&self) -> u64 {
         self.writes
     }
@@ -247,20 +298,33 @@ mod tests {
         let mut m = Monitor::create(&path, 15, 16).unwrap();
         m.line(0.5, format_args!("progress done=1"));
         m.flush_lazily();
-        assert_eq!((std::fs::read(&path).unwrap().len(), m.writes()), (0, 0));
+        // Not even created yet.
+        assert!(!path.exists());
+        assert_eq!(m.writes(), 0);
         m.flush();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(
             text.ends_with("rank=15 t=0.500000 progress done=1\n"),
             "{text}"
         );
-        assert_eq!(m.writes(), 1);
+        // Created and written.
+        assert_eq!(m.writes(), 2);
         // A flush long enough ago lets the next lazy one write.
         m.flushed_at -= std::time::Duration::from_secs_f64(FLUSH_EVERY);
         m.line(1.0, format_args!("progress done=2"));
         m.flush_lazily();
-        assert_eq!(m.writes(), 2);
+        assert_eq!(m.writes(), 3);
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+        // A log whose file is there already (a rank started twice) stops
+        // with a warning at its first write; the computation goes on.
+        let mut twice = Monitor::create(&path, 15, 16).unwrap();
+        twice.line(2.0, format_args!("progress done=3"));
+        twice.flush();
+        twice.line(2.5, format_args!("progress done=4"));
+        twice.flush();
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+        // A directory that is not there is an error at once.
+        assert!(Monitor::create(&dir.join("none").join("h.1.log"), 1, 16).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

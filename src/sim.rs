@@ -100,8 +100,9 @@ pub struct Outcome {
     /// Host transfers sent ([`crate::transfer`]): messages, and the ids
     /// they carried.
     pub transfers: (u64, u64),
-    /// The monitor logs' writes at `finish`: one per rank, in the second
-    /// the job ends (not in [`Outcome::storage_ops`]).
+    /// The monitor logs' writes at `finish`: one per rank, and the
+    /// creation of the logs not written before, in the second the job ends
+    /// (not in [`Outcome::storage_ops`]).
     pub finalize_writes: u64,
 }
 
@@ -110,8 +111,16 @@ pub struct Outcome {
 /// SOS: refresh, lease extension, withdrawal; a search for help: index
 /// reads and steals; the unlisting of a closed SOS), and the monitor logs'
 /// lazy writes ([`crate::monitor::flush_every`]; each rank writes its log
-/// once more at `finish`, which [`Outcome::finalize_writes`] counts apart).
-pub const KINDS: [&str; 5] = ["post", "look", "help", "unlist", "log"];
+/// once more at `finish`, which [`Outcome::finalize_writes`] counts apart),
+/// the first of which creates the file (one operation more). `init`: the
+/// creation of each rank's SOS file and journal at the start (four
+/// operations each), which ranks of a job whose hosts trade through MPI do
+/// not make ([`crate::board::file::FileBoard::attach`]).
+pub const KINDS: [&str; 6] = ["post", "look", "help", "unlist", "init", "log"];
+
+/// Shared-storage operations of a rank's init ([`KINDS`]): two files
+/// created, each a create, a stat, a write and an `fsync`.
+const INIT_OPS: u64 = 8;
 
 /// The place of `request`'s kind in [`KINDS`].
 fn kind(request: &Request) -> usize {
@@ -295,7 +304,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     let mut logged_at: Vec<f64> = (0..p)
         .map(|r| crate::monitor::first_write(r, p) - log_every)
         .collect();
-    let log_kind = KINDS.len() - 1;
+    let (init_kind, log_kind) = (KINDS.len() - 2, KINDS.len() - 1);
     let count_ops = |ops: &mut Vec<[u64; KINDS.len()]>, now: f64, kind: usize, n: u64| {
         let second = now as usize;
         if ops.len() <= second {
@@ -303,6 +312,10 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         }
         ops[second][kind] += n;
     };
+    let with_files = ranks.iter().filter(|r| !r.trades()).count() as u64;
+    count_ops(&mut storage_ops, 0.0, init_kind, INIT_OPS * with_files);
+    // Whether each rank's monitor log has been created (at its first write).
+    let mut log_created = vec![false; p];
     // The waves joined after the warm-up exchange carry host transfers
     // ([`crate::transfer::planned`]; the time of the last plan's wave).
     let (mut waves_start, mut after_plan) = (false, false);
@@ -489,7 +502,8 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         };
         if events[i].len() > logged && now >= logged_at[i] + log_every {
             logged_at[i] = now;
-            count_ops(&mut storage_ops, now, log_kind, 1);
+            let created = std::mem::replace(&mut log_created[i], true);
+            count_ops(&mut storage_ops, now, log_kind, 2 - u64::from(created));
         }
         if completed == scenario.realisations {
             // Every id is reported: the next wave ends the job everywhere.
@@ -589,6 +603,6 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         storage_seconds,
         events,
         transfers,
-        finalize_writes: p as u64,
+        finalize_writes: p as u64 + log_created.iter().filter(|&&c| !c).count() as u64,
     })
 }

@@ -410,9 +410,11 @@ fn polling_discovery_sleeps_the_timeout() {
 fn operations_are_counted() {
     let job = TempJob::new(2);
     let mut board = job.join(0, 2);
-    assert_eq!(board.ops(), 0);
+    // Its SOS file and journal: create, stat, write, fsync each.
+    assert_eq!(board.ops(), 8);
+    let before = board.ops();
     board.read_index().unwrap();
-    let per_read = board.ops();
+    let per_read = board.ops() - before;
     assert!((1..=4).contains(&per_read), "{per_read}");
     // Own SOS, unchanged: lock, fresh open, read, unlock.
     let before = board.ops();
@@ -442,6 +444,31 @@ fn operations_are_counted() {
     assert_eq!(board.ops() - before, 1 + 1 + 4 + 4);
 }
 
+/// A rank that attaches to a job (where hosts trade through MPI) creates
+/// no file of its own and counts no operation; it reads the index and the
+/// others' SOS files as a joined rank does, and a post of its own is an
+/// error, not a file created behind its back.
+#[test]
+fn an_attached_rank_creates_no_file_of_its_own() {
+    let job = TempJob::new(2);
+    let mut attached = FileBoard::attach(job.path(), 1, 2).unwrap();
+    assert_eq!(attached.ops(), 0);
+    for dir in ["sos", "journal"] {
+        let files = std::fs::read_dir(job.path().join(dir)).unwrap().count();
+        assert_eq!(files, 0, "{dir}");
+    }
+    let _owner = job.join(0, 2);
+    attached.read_index().unwrap();
+    attached.with_sos(0, Access::Try, &mut |_| {}).unwrap();
+    attached
+        .with_sos(1, Access::Wait, &mut |s| {
+            s.state = SosState::Open(post(IdSet::from_range(0..9)))
+        })
+        .unwrap_err();
+    assert!(!job.path().join("sos").join("1.ron").exists());
+    assert!(FileBoard::attach(job.path(), 2, 2).is_err());
+}
+
 /// The storage cost is timed in a thread of its own: the caller returns at
 /// once, and the read's seconds (two operations at the emulated 0.1 s)
 /// arrive later; a job directory gone sends nothing, and nothing hangs.
@@ -450,13 +477,14 @@ fn the_storage_probe_costs_the_caller_no_file_time() {
     let job = TempJob::new(1);
     let board = job.join(0, 1).with_delay(Duration::from_millis(100));
     let t = std::time::Instant::now();
+    let joined = board.ops();
     let probe = board.probe_storage();
     assert!(t.elapsed() < Duration::from_millis(50), "{:?}", t.elapsed());
     let seconds = probe.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!((0.2..5.0).contains(&seconds), "{seconds}");
     assert_eq!(
         board.ops(),
-        0,
+        joined,
         "the probe is not one of the run's operations"
     );
 

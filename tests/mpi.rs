@@ -295,7 +295,8 @@ fn shared_file_ops(run: &Run, r: usize) -> u64 {
 /// 16`: in sites16s host 1 (ranks 4 to 7) slows down at 3 s; its excess
 /// goes to other hosts' ranks in transfers, every SOS stays on its host's
 /// board (each helper's share comes from its own host), and no rank
-/// touches a signal file on the shared directory. Every id once.
+/// touches a signal file on the shared directory, nor creates one (an SOS
+/// file and a journal would count 8 operations). Every id once.
 #[test]
 fn hosts_trade_through_mpi_and_leave_the_shared_files_alone() {
     let run = emulate("sites16s", "full", &[("SOSLB_LARGE_JOB", "16")]);

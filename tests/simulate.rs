@@ -1475,8 +1475,10 @@ fn fluct_on_hosts_of_16(ranks: usize) -> Outcome {
 /// Host transfers (issue 11): in a job of 1,024 ranks of fluct16's speeds
 /// on hosts of 16, the hosts trade their drift through MPI messages
 /// planned from the waves, every SOS stays on its host's board, and the
-/// shared storage sees no signal-file operation (only the monitor logs'
-/// writes, about half the ranks a second). Every share taken from an SOS
+/// shared storage sees no signal-file operation, not even the creation of
+/// the ranks' SOS files and journals (only the monitor logs' writes, about
+/// half the ranks a second, twice that while their first writes create
+/// them). Every share taken from an SOS
 /// comes from the helper's own host; the transfers go between hosts, and
 /// what each rank sent is what its receivers received. Every id exactly
 /// once.
@@ -1514,7 +1516,7 @@ fn in_a_large_job_hosts_trade_through_mpi_and_leave_the_shared_storage_alone() {
         .sum();
     assert_eq!(signal_files, 0, "signal-file operations");
     let peak = out.storage_ops_per_second().max().unwrap_or(0);
-    assert!(peak <= 1024 / 2 + 16, "{peak} log writes in one second");
+    assert!(peak <= 1024 + 16, "{peak} log operations in one second");
 }
 
 /// A host that slows as a whole in a large job (issue 11): grid64s, 64

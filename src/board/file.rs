@@ -879,10 +879,38 @@ struct HostCopy {
 
 impl FileBoard {
     /// Join the job in `job_dir` (created by rank 0 with [`create_job`]) as
-    /// `rank` of `ranks`: create this rank's SOS file (closed, sequence 0).
+    /// `rank` of `ranks`: create this rank's SOS file (closed, sequence 0)
+    /// and its journal. Each creation counts as the four file operations it
+    /// makes (create, stat, write, `fsync`).
     ///
     /// An SOS file already there is an [`Error::StaleJob`].
     pub fn join(job_dir: &Path, rank: usize, ranks: usize) -> Result<FileBoard> {
+        let mut board = FileBoard::attach(job_dir, rank, ranks)?;
+        let own = Sos {
+            rank,
+            ..Sos::default()
+        };
+        let own_file = create_file(&board.sos[rank].path, &own)?;
+        let (id, _) = fresh_stat(&own_file).map_err(|e| Error::io(&board.sos[rank].path, e))?;
+        board.sos[rank].kept = Some((own_file, id));
+        board.sos[rank].wseq = CREATED_WSEQ;
+        let journal = &mut board.journal;
+        let journal_file = create_file(&journal.path, &Vec::<Take>::new())?;
+        let (id, size) = fresh_stat(&journal_file).map_err(|e| Error::io(&journal.path, e))?;
+        journal.size = size;
+        journal.kept = Some((journal_file, id));
+        journal.wseq = CREATED_WSEQ;
+        board.meter.ops += 2 * CREATE_OPS;
+        Ok(board)
+    }
+
+    /// Join the job in `job_dir` as `rank` of `ranks` without files of its
+    /// own: for a rank that never posts an SOS on this board nor takes from
+    /// one (the shared board of a job whose hosts trade through MPI,
+    /// [`crate::transfer::on`]), so that a job of 10,000 ranks does not
+    /// create 20,000 files on the shared storage at its start. A post, or a
+    /// take (which writes this rank's journal), is then an error.
+    pub fn attach(job_dir: &Path, rank: usize, ranks: usize) -> Result<FileBoard> {
         if rank >= ranks {
             return Err(Error::argument(
                 "rank",
@@ -893,23 +921,9 @@ impl FileBoard {
         let file = open_rw(&index.path)?;
         let (id, _) = fresh_stat(&file).map_err(|e| Error::io(&index.path, e))?;
         index.kept = Some((file, id));
-        let own = Sos {
-            rank,
-            ..Sos::default()
-        };
-        let mut sos: Vec<Signal> = (0..ranks)
+        let sos: Vec<Signal> = (0..ranks)
             .map(|r| Signal::new(sos_path(job_dir, r)))
             .collect();
-        let own_file = create_file(&sos[rank].path, &own)?;
-        let (id, _) = fresh_stat(&own_file).map_err(|e| Error::io(&sos[rank].path, e))?;
-        sos[rank].kept = Some((own_file, id));
-        sos[rank].wseq = CREATED_WSEQ;
-        let mut journal = Signal::new(journal_path(job_dir, rank));
-        let journal_file = create_file(&journal.path, &Vec::<Take>::new())?;
-        let (id, size) = fresh_stat(&journal_file).map_err(|e| Error::io(&journal.path, e))?;
-        journal.size = size;
-        journal.kept = Some((journal_file, id));
-        journal.wseq = CREATED_WSEQ;
         let meter = Meter {
             ops: 0,
             delay: Duration::ZERO,
@@ -926,7 +940,7 @@ impl FileBoard {
             delay_to: Vec::new(),
             meter,
             warnings: Warnings::new(rank),
-            journal,
+            journal: Signal::new(journal_path(job_dir, rank)),
             takes: Vec::new(),
             host_dir: None,
             host_dir_checked: false,
@@ -1107,6 +1121,9 @@ fn signal_of(sos: &mut [Signal], rank: usize) -> Result<&mut Signal> {
 
 /// The write number of a file just created.
 const CREATED_WSEQ: u64 = 1;
+
+/// The file operations of [`create_file`]: create, stat, write, `fsync`.
+const CREATE_OPS: u64 = 4;
 
 /// The default of [`FileBoard::with_wait_warning`].
 pub const DEFAULT_WAIT_WARNING: Duration = Duration::from_secs(10);
