@@ -118,10 +118,6 @@ pub struct Outcome {
 /// not make ([`crate::board::file::FileBoard::attach`]).
 pub const KINDS: [&str; 6] = ["post", "look", "help", "unlist", "init", "log"];
 
-/// Shared-storage operations of a rank's init ([`KINDS`]): two files
-/// created, each a create, a stat, a write and an `fsync`.
-const INIT_OPS: u64 = 8;
-
 /// The place of `request`'s kind in [`KINDS`].
 fn kind(request: &Request) -> usize {
     match request {
@@ -313,7 +309,12 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         ops[second][kind] += n;
     };
     let with_files = ranks.iter().filter(|r| !r.trades()).count() as u64;
-    count_ops(&mut storage_ops, 0.0, init_kind, INIT_OPS * with_files);
+    count_ops(
+        &mut storage_ops,
+        0.0,
+        init_kind,
+        crate::board::file::JOIN_OPS * with_files,
+    );
     // Whether each rank's monitor log has been created (at its first write).
     let mut log_created = vec![false; p];
     // The waves joined after the warm-up exchange carry host transfers

@@ -900,7 +900,7 @@ impl FileBoard {
         journal.size = size;
         journal.kept = Some((journal_file, id));
         journal.wseq = CREATED_WSEQ;
-        board.meter.ops += 2 * CREATE_OPS;
+        board.meter.ops += JOIN_OPS;
         Ok(board)
     }
 
@@ -1122,8 +1122,9 @@ fn signal_of(sos: &mut [Signal], rank: usize) -> Result<&mut Signal> {
 /// The write number of a file just created.
 const CREATED_WSEQ: u64 = 1;
 
-/// The file operations of [`create_file`]: create, stat, write, `fsync`.
-const CREATE_OPS: u64 = 4;
+/// The file operations of [`FileBoard::join`]'s creation of a rank's SOS
+/// file and journal: create, stat, write and `fsync` each.
+pub const JOIN_OPS: u64 = 8;
 
 /// The default of [`FileBoard::with_wait_warning`].
 pub const DEFAULT_WAIT_WARNING: Duration = Duration::from_secs(10);
