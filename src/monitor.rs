@@ -35,15 +35,17 @@
 use crate::error::{Error, Result};
 use crate::policy::Event;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// A rank's monitor log.
 #[derive(Debug)]
 pub struct Monitor {
-    /// `None` when disabled, or after a failure.
-    out: Option<Log>,
+    /// Lines not written yet; `None` when disabled, or after a failure.
+    lines: Option<Vec<u8>>,
+    /// The file, created at the first write.
+    file: Option<File>,
     path: PathBuf,
     rank: usize,
     writes: u64,
@@ -75,14 +77,7 @@ pub fn first_write(rank: usize, ranks: usize) -> f64 {
     flush_every(ranks) * (rank + 1) as f64 / ranks.max(1) as f64
 }
 
-/// A log's lines: buffered until its file is created, at the first write.
-#[derive(Debug)]
-enum Log {
-    Unborn(Vec<u8>),
-    Open(BufWriter<File>),
-}
-
-/// Bytes of lines buffered between two writes, at most.
+/// Bytes of buffered lines from which they are written at once.
 const BUFFER: usize = 64 * 1024;
 
 impl Monitor {
@@ -106,7 +101,8 @@ impl Monitor {
             ));
         }
         Ok(Monitor {
-            out: Some(Log::Unborn(Vec::new())),
+            lines: Some(Vec::new()),
+            file: None,
             path: path.to_path_buf(),
             rank,
             writes: 0,
@@ -122,7 +118,8 @@ impl Monitor {
     /// A monitor that writes nothing.
     pub fn disabled(rank: usize) -> Monitor {
         Monitor {
-            out: None,
+            lines: None,
+            file: None,
             path: PathBuf::new(),
             rank,
             writes: 0,
@@ -133,22 +130,12 @@ impl Monitor {
 
     /// Append one line: timestamp, rank, job time, then `text`.
     pub fn line(&mut self, t: f64, text: std::fmt::Arguments<'_>) {
+        let Some(lines) = &mut self.lines else { return };
         let stamp = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-        let written = match &mut self.out {
-            None => return,
-            Some(Log::Open(out)) => writeln!(out, "{stamp} rank={} t={t:.6} {text}", self.rank),
-            Some(Log::Unborn(lines)) => {
-                // (Writing to a vector cannot fail.)
-                let _ = writeln!(lines, "{stamp} rank={} t={t:.6} {text}", self.rank);
-                if lines.len() < BUFFER {
-                    return;
-                }
-                self.flush();
-                return;
-            }
-        };
-        if let Err(e) = written {
-            self.fail(e);
+        // (Writing to a vector cannot fail.)
+        let _ = writeln!(lines, "{stamp} rank={} t={t:.6} {text}", self.rank);
+        if lines.len() >= BUFFER {
+            self.flush();
         }
     }
 
@@ -224,28 +211,23 @@ impl Monitor {
 
     /// Write the buffered lines to the file.
     pub fn flush(&mut self) {
-        let written = match &mut self.out {
-            None => return,
-            Some(Log::Open(out)) if out.buffer().is_empty() => return,
-            Some(Log::Unborn(lines)) if lines.is_empty() => return,
-            Some(Log::Open(out)) => out.flush(),
-            Some(Log::Unborn(lines)) => {
+        let Some(lines) = self.lines.as_mut().filter(|l| !l.is_empty()) else {
+            return;
+        };
+        let written = match &mut self.file {
+            Some(file) => file.write_all(lines),
+            None => {
                 // The creation is one operation more.
                 self.writes += 1;
-                let lines = std::mem::take(lines);
                 File::options()
                     .write(true)
                     .create_new(true)
                     .open(&self.path)
-                    .and_then(|mut file| {
-                        file.write_all(&lines)?;
-                        Ok(file)
-                    })
-                    .map(|file| {
-                        self.out = Some(Log::Open(BufWriter::with_capacity(BUFFER, file)));
-                    })
+                    .and_then(|mut file| file.write_all(lines).map(|()| file))
+                    .map(|file| self.file = Some(file))
             }
         };
+        lines.clear();
         self.writes += 1;
         self.flushed_at = Instant::now();
         if let Err(e) = written {
@@ -265,7 +247,8 @@ impl Monitor {
             self.rank,
             &format!("monitor log {}: {e}; logging stops", self.path.display()),
         );
-        self.out = None;
+        self.lines = None;
+        self.file = None;
     }
 }
 
