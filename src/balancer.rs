@@ -291,7 +291,8 @@ impl Balancer {
                 Ok(())
             })?;
             let wait = Duration::from_secs_f64(config.wait_warning);
-            let board = FileBoard::join(&dir, me, comm.size()).map(|b| b.with_wait_warning(wait));
+            let board =
+                FileBoard::join_host(&dir, me, comm.size()).map(|b| b.with_wait_warning(wait));
             (Some(comm.agree(board)?), lead.then_some(dir))
         } else {
             (None, None)

@@ -469,6 +469,53 @@ fn an_attached_rank_creates_no_file_of_its_own() {
     assert!(FileBoard::attach(job.path(), 2, 2).is_err());
 }
 
+/// The `O_DSYNC` flags of this process's descriptors open on files under
+/// `dir`.
+fn dsync_flags_under(dir: &Path) -> Vec<bool> {
+    let mut flags = Vec::new();
+    for fd in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let under = std::fs::read_link(fd.path()).is_ok_and(|target| target.starts_with(dir));
+        let info = std::fs::read_to_string(Path::new("/proc/self/fdinfo").join(fd.file_name()));
+        if let (true, Ok(info)) = (under, info) {
+            let octal = info
+                .lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .unwrap()
+                .trim();
+            let bits = i32::from_str_radix(octal, 8).unwrap();
+            flags.push(bits & libc::O_DSYNC != 0);
+        }
+    }
+    flags
+}
+
+/// A host's board is node-local: its writes do not wait for the disk
+/// (those of the shared board do).
+#[test]
+fn a_host_board_writes_without_waiting_for_stable_storage() {
+    let job = TempJob::new(2);
+    let dir = job.path().parent().unwrap().join("host-board");
+    file::create_host_board(&dir).unwrap();
+    let mut boards = [
+        FileBoard::join_host(&dir, 0, 2).unwrap(),
+        job.join(0, 2),
+    ];
+    // Two operations fewer: no `fsync` of the two files it created.
+    assert_eq!(boards[0].ops() + 2, boards[1].ops());
+    for board in &mut boards {
+        board.read_index().unwrap();
+        board
+            .with_sos(0, Access::Wait, &mut |s| {
+                s.state = SosState::Open(post(IdSet::from_range(0..9)))
+            })
+            .unwrap();
+    }
+    // Its SOS file, its journal and the index.
+    let (host, shared) = (dsync_flags_under(&dir), dsync_flags_under(job.path()));
+    assert_eq!(host, [false; 3]);
+    assert_eq!(shared, [true; 3]);
+}
+
 /// The storage cost is timed in a thread of its own: the caller returns at
 /// once, and the read's seconds (two operations at the emulated 0.1 s)
 /// arrive later; a job directory gone sends nothing, and nothing hangs.
