@@ -626,6 +626,20 @@ mod tests {
     }
 
     #[test]
+    fn a_helper_that_looks_ahead_waits_for_the_lock_while_it_computes() {
+        // The job's forecast end 4 s away, a steal of 80 ms: an idle helper
+        // ends a steal later, its share starting after the steal.
+        let mut s = input(1000.0, 12.5, 50.0, vec![]);
+        s.job_left = 4.0;
+        s.steal_cost = 0.08;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 200);
+        // With 3 s of its own work first, the steal passes meanwhile: the
+        // share ends at the forecast end, 1 s of work (54 ids before).
+        s.busy_for = 3.0;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 50);
+    }
+
+    #[test]
     fn a_fraction_of_an_id_goes_where_it_delays_the_end_least() {
         // Equal speeds: 10.3 ids are 10, 10.6 are 11.
         let s = |r, vj| share(HelpPolicy::Proportional, &input(r, vj, 50.0, vec![]));

@@ -496,10 +496,7 @@ fn a_host_board_writes_without_waiting_for_stable_storage() {
     let job = TempJob::new(2);
     let dir = job.path().parent().unwrap().join("host-board");
     file::create_host_board(&dir).unwrap();
-    let mut boards = [
-        FileBoard::join_host(&dir, 0, 2).unwrap(),
-        job.join(0, 2),
-    ];
+    let mut boards = [FileBoard::join_host(&dir, 0, 2).unwrap(), job.join(0, 2)];
     // Two operations fewer: no `fsync` of the two files it created.
     assert_eq!(boards[0].ops() + 2, boards[1].ops());
     for board in &mut boards {
