@@ -2058,14 +2058,9 @@ fn search_at_ten(busy_for: f64, early: bool, hosts: Vec<(u64, f64)>) -> soslb::c
 /// early search at 10,000 ranks read about 150.
 #[test]
 fn an_early_search_gives_up_after_four_empty_looks() {
-    use soslb::board::{Access, Board, OpenEntry, SosState, memory::MemoryBoard};
-    use soslb::clerk::{Clerk, Outcome as Found, Request};
-    use soslb::config::{Hosts, Sites};
-    use soslb::topology::Topology;
-    let topology = Topology::new(vec!["m".into(); 16], &Hosts::Virtual(4), &Sites::Single);
-    let p = params(Mode::Full, HelpPolicy::Balanced);
-    let mut clerk = Clerk::new(&soslb::policy::Rank::new(0, 16_000, p, topology));
-    let mut board = MemoryBoard::new(16);
+    use soslb::board::{Access, Board, SosState};
+    use soslb::clerk::Outcome as Found;
+    let (mut clerk, mut board) = rank_0_of_four_hosts();
     for owner in 4..16 {
         board
             .with_sos(owner, Access::Wait, &mut |s| {
@@ -2073,27 +2068,109 @@ fn an_early_search_gives_up_after_four_empty_looks() {
                 s.state = SosState::Closed;
             })
             .unwrap();
-        board
-            .with_index(Access::Wait, &mut |ix| {
-                ix.upsert(OpenEntry {
-                    rank: owner,
-                    seq: 1,
-                    forecast: 100.0,
-                    opened_at: 0.0,
-                    speed: 1.0,
-                })
-            })
-            .unwrap();
+        list_at_one_per_second(&mut board, owner, 100.0);
     }
-    // Every host far behind the job's forecast end.
-    let search = search_at_ten(5.0, true, vec![(1_000_000, 1.0); 4]);
-    let reply = clerk.serve(Request::Help(search), &mut board);
+    let reply = early_search_at_ten(&mut clerk, &mut board);
     assert!(
         matches!(reply.outcome, Found::Helped { taken: None, .. }),
         "{reply:?}"
     );
     let listed = board.read_index().unwrap().unwrap().entries.len();
     assert_eq!(listed, 12 - 4, "records read by one early search");
+}
+
+/// An early search takes from the owner whose record gives the larger
+/// share, not the one the index lists first: two owners on another host,
+/// equally late, the first listed already helped by three ranks (a share
+/// of 18 ids left), the other by none (50 ids, the job's forecast end).
+/// In the index's order the later poster got one early helper where the
+/// others got three (emulator, sites16, 2 runs of 7).
+#[test]
+fn an_early_search_takes_from_the_owner_its_helpers_have_left_alone() {
+    use soslb::board::{Access, Aid, Board, Post, SosState};
+    use soslb::clerk::Outcome as Found;
+    let (mut clerk, mut board) = rank_0_of_four_hosts();
+    for (owner, forecast, helpers) in [(4, 120.0, 8..11), (5, 100.0, 0..0)] {
+        let start = 1000 * owner as u64;
+        board
+            .with_sos(owner, Access::Wait, &mut |s| {
+                s.seq = 1;
+                s.state = SosState::Open(Post {
+                    speed: 1.0,
+                    remaining: 200,
+                    forecast,
+                    host: "vhost1".into(),
+                    site: "m".into(),
+                    opened_at: 0.0,
+                    updated_at: 10.0,
+                    tail: IdSet::from_range(start..start + 200),
+                });
+                s.aids = helpers
+                    .clone()
+                    .map(|helper| Aid {
+                        helper,
+                        ids: IdSet::from_range(
+                            start + 200 + 20 * helper as u64..start + 220 + 20 * helper as u64,
+                        ),
+                        at: 9.0,
+                        speed: 10.0,
+                        busy_for: 0.0,
+                    })
+                    .collect();
+            })
+            .unwrap();
+        list_at_one_per_second(&mut board, owner, forecast);
+    }
+    let reply = early_search_at_ten(&mut clerk, &mut board);
+    let Found::Helped {
+        taken: Some((owner, 1, ids)),
+        ..
+    } = reply.outcome
+    else {
+        panic!("nothing taken: {reply:?}");
+    };
+    assert_eq!((owner, ids.len()), (5, 50));
+}
+
+/// The clerk of rank 0 of 16 on four hosts of four, and their board.
+fn rank_0_of_four_hosts() -> (soslb::clerk::Clerk, soslb::board::memory::MemoryBoard) {
+    use soslb::config::{Hosts, Sites};
+    use soslb::topology::Topology;
+    let topology = Topology::new(vec!["m".into(); 16], &Hosts::Virtual(4), &Sites::Single);
+    let p = params(Mode::Full, HelpPolicy::Balanced);
+    let clerk = soslb::clerk::Clerk::new(&soslb::policy::Rank::new(0, 16_000, p, topology));
+    (clerk, soslb::board::memory::MemoryBoard::new(16))
+}
+
+/// List `owner`'s SOS (sequence 1, open since the start, at 1 id/s) in
+/// the index with `forecast`.
+fn list_at_one_per_second(
+    board: &mut soslb::board::memory::MemoryBoard,
+    owner: usize,
+    forecast: f64,
+) {
+    use soslb::board::{Access, Board, OpenEntry};
+    board
+        .with_index(Access::Wait, &mut |ix| {
+            ix.upsert(OpenEntry {
+                rank: owner,
+                seq: 1,
+                forecast,
+                opened_at: 0.0,
+                speed: 1.0,
+            })
+        })
+        .unwrap();
+}
+
+/// An early search of `clerk` at 10 s ([`search_at_ten`], 5 s of own work
+/// left), every host far behind the job's forecast end.
+fn early_search_at_ten(
+    clerk: &mut soslb::clerk::Clerk,
+    board: &mut soslb::board::memory::MemoryBoard,
+) -> soslb::clerk::Reply {
+    let search = search_at_ten(5.0, true, vec![(1_000_000, 1.0); 4]);
+    clerk.serve(soslb::clerk::Request::Help(search), board)
 }
 
 /// A board of four ranks where rank 3's SOS is open and listed, with
