@@ -306,12 +306,7 @@ const LEAST_ONE: f64 = 4.0;
 /// ([`ShareInput::dear_steal`]). The common end never
 /// comes after the owner alone would finish. An idle helper on the owner's
 /// host board takes at least one id when that pays
-/// ([`ShareInput::least_one`]). The fraction of an id goes to the helper
-/// when it delays the helper less than the rest of that id would delay
-/// the owner (`frac > v_j/(v_j + v_h)`): a slow owner does not keep an id
-/// that a fast helper computes in a fraction of its time (emulator,
-/// sites16-one, 6 runs each: 0.947 to 0.956, mean 0.952 → 0.951 to
-/// 0.957, mean 0.954).
+/// ([`ShareInput::least_one`]).
 pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
     let r = s.owner_remaining.max(0.0);
     let vj = usable(s.owner_speed);
@@ -391,15 +386,7 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
             k
         }
     };
-    // The fraction of an id goes to the helper when it delays the helper
-    // less than it would delay the owner (to round half up between equals).
-    let (vj, vh) = (usable(s.owner_speed), usable(s.helper_speed));
-    let up = if vj > 0.0 && vh > 0.0 {
-        vh / (vh + vj)
-    } else {
-        0.5
-    };
-    ((k + up - 0.5).round() as u64).min(s.available)
+    (k.round() as u64).min(s.available)
 }
 
 #[cfg(test)]
@@ -640,18 +627,6 @@ mod tests {
     }
 
     #[test]
-    fn a_fraction_of_an_id_goes_where_it_delays_the_end_least() {
-        // Equal speeds: 10.3 ids are 10, 10.6 are 11.
-        let s = |r, vj| share(HelpPolicy::Proportional, &input(r, vj, 50.0, vec![]));
-        assert_eq!(s(20.6, 50.0), 10);
-        assert_eq!(s(21.2, 50.0), 11);
-        // An owner four times slower: 10.3 ids are 11 (0.3 of an id costs
-        // the owner 24 ms, the helper's 0.7 of one 14 ms); 10.1 are 10.
-        assert_eq!(s(12.875, 12.5), 11);
-        assert_eq!(s(12.625, 12.5), 10);
-    }
-
-    #[test]
     fn while_far_helpers_wait_the_near_ones_take_shares_that_close_the_sos() {
         // 250 ids left at 12.5/s; the job's forecast end, which counts the
         // far helpers too, is 0.3 s away: 15 ids at 50/s.
@@ -659,16 +634,15 @@ mod tests {
         s.job_left = 0.3;
         assert_eq!(share(HelpPolicy::Balanced, &s), 15);
         // The far ones wait their grace: 7 near helpers close the SOS in
-        // 250 / (12.5 + 7 · 50) s, and each takes that much work (34.5
-        // ids: the half id goes to the helper, four times the faster).
+        // 250 / (12.5 + 7 · 50) s, and each takes that much work.
         s.near_helpers = 7.0;
-        assert_eq!(share(HelpPolicy::Balanced, &s), 35);
+        assert_eq!(share(HelpPolicy::Balanced, &s), 34);
         // Three of them took theirs already and compute it: the four to
         // come take what they leave, no less.
-        let mut s = input(145.0, 12.5, 50.0, vec![(50.0, 35.0); 3]);
+        let mut s = input(148.0, 12.5, 50.0, vec![(50.0, 34.0); 3]);
         s.job_left = 0.3;
         s.near_helpers = 7.0;
-        assert_eq!(share(HelpPolicy::Balanced, &s), 35);
+        assert_eq!(share(HelpPolicy::Balanced, &s), 34);
     }
 
     #[test]
