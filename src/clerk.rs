@@ -833,7 +833,7 @@ impl Clerk {
         // in the index's order, sites16's slowed host gave one of its four
         // owners a single early share where the others got three, and that
         // owner ended the job 0.6 s after every other rank (emulator, 2 runs
-        // of 7: 0.937, 0.936; 0.971 to 0.989 over 8 runs with this). The
+        // of 7: 0.937, 0.936; 0.959 to 0.991 over 12 runs with this). The
         // records are read without their locks, in the clerk's time, not the
         // computing's, until one gives its full share; only the first few at
         // the nearest distance (those go first whatever the shares), so an
@@ -1113,7 +1113,7 @@ impl Clerk {
 /// What a read of the record `s` without its lock shows of the SOS listed
 /// under `seq`: the share `ask` would take, or nothing to take there. (A
 /// record of an earlier sequence than the index's entry is one the owner
-/// has not written yet: the share is looked at again under the lock.)
+/// has not written yet: it shows what it holds, and a later look tells.)
 fn looked(s: &Sos, seq: u64, ask: &Ask) -> Result<u64, Steal> {
     if s.seq > seq || (s.seq == seq && !matches!(s.state, SosState::Open(_))) {
         return Err(Steal::Drained);

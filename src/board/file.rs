@@ -911,23 +911,23 @@ impl FileBoard {
     /// Create this rank's SOS file and journal.
     fn create_own(mut self) -> Result<FileBoard> {
         let (rank, durable) = (self.rank, self.meter.durable);
-        let board = &mut self;
         let own = Sos {
             rank,
             ..Sos::default()
         };
-        let own_file = create_file(&board.sos[rank].path, &own, durable)?;
-        let (id, _) = fresh_stat(&own_file).map_err(|e| Error::io(&board.sos[rank].path, e))?;
-        board.sos[rank].kept = Some((own_file, id));
-        board.sos[rank].wseq = CREATED_WSEQ;
-        let journal = &mut board.journal;
+        let sos = &mut self.sos[rank];
+        let own_file = create_file(&sos.path, &own, durable)?;
+        let (id, _) = fresh_stat(&own_file).map_err(|e| Error::io(&sos.path, e))?;
+        sos.kept = Some((own_file, id));
+        sos.wseq = CREATED_WSEQ;
+        let journal = &mut self.journal;
         let journal_file = create_file(&journal.path, &Vec::<Take>::new(), durable)?;
         let (id, size) = fresh_stat(&journal_file).map_err(|e| Error::io(&journal.path, e))?;
         journal.size = size;
         journal.kept = Some((journal_file, id));
         journal.wseq = CREATED_WSEQ;
-        // (Two of those are the `fsync`s a durable board makes.)
-        board.meter.ops += if durable { JOIN_OPS } else { JOIN_OPS - 2 };
+        // (Two of those are the `fsync`s of a durable board.)
+        self.meter.ops += if durable { JOIN_OPS } else { JOIN_OPS - 2 };
         Ok(self)
     }
 
