@@ -448,6 +448,16 @@ struct Signal {
 }
 
 impl Signal {
+    /// Create the file (it must not exist) holding `body` and keep its
+    /// descriptor; its size.
+    fn create<T: Serialize>(&mut self, body: &T, durable: bool) -> Result<u64> {
+        let file = create_file(&self.path, body, durable)?;
+        let (id, size) = fresh_stat(&file).map_err(|e| Error::io(&self.path, e))?;
+        self.kept = Some((file, id));
+        self.wseq = CREATED_WSEQ;
+        Ok(size)
+    }
+
     fn new(path: PathBuf) -> Signal {
         Signal {
             path,
@@ -915,17 +925,8 @@ impl FileBoard {
             rank,
             ..Sos::default()
         };
-        let sos = &mut self.sos[rank];
-        let own_file = create_file(&sos.path, &own, durable)?;
-        let (id, _) = fresh_stat(&own_file).map_err(|e| Error::io(&sos.path, e))?;
-        sos.kept = Some((own_file, id));
-        sos.wseq = CREATED_WSEQ;
-        let journal = &mut self.journal;
-        let journal_file = create_file(&journal.path, &Vec::<Take>::new(), durable)?;
-        let (id, size) = fresh_stat(&journal_file).map_err(|e| Error::io(&journal.path, e))?;
-        journal.size = size;
-        journal.kept = Some((journal_file, id));
-        journal.wseq = CREATED_WSEQ;
+        self.sos[rank].create(&own, durable)?;
+        self.journal.size = self.journal.create(&Vec::<Take>::new(), durable)?;
         // (Two of those are the `fsync`s of a durable board.)
         self.meter.ops += if durable { JOIN_OPS } else { JOIN_OPS - 2 };
         Ok(self)
