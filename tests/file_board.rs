@@ -469,6 +469,23 @@ fn an_attached_rank_creates_no_file_of_its_own() {
     assert!(FileBoard::attach(job.path(), 2, 2).is_err());
 }
 
+/// After a clean finish each rank removes the files it created, and only
+/// those; a file already gone is no error.
+#[test]
+fn a_rank_removes_its_own_signal_files_and_no_others() {
+    let job = TempJob::new(2);
+    let boards = [job.join(0, 2), job.join(1, 2)];
+    let files = |rank: usize| {
+        ["sos", "journal"].map(|d| job.path().join(d).join(format!("{rank}.ron")).exists())
+    };
+    assert_eq!((files(0), files(1)), ([true; 2], [true; 2]));
+    drop(boards);
+    file::remove_own(job.path(), 1).unwrap();
+    assert_eq!((files(0), files(1)), ([true; 2], [false; 2]));
+    file::remove_own(job.path(), 1).unwrap();
+    assert_eq!(files(0), [true; 2]);
+}
+
 /// The `O_DSYNC` flags of this process's descriptors open on files under
 /// `dir`.
 fn dsync_flags_under(dir: &Path) -> Vec<bool> {

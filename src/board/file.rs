@@ -189,6 +189,21 @@ pub fn create_job(job_dir: &Path, job: &JobInfo) -> Result<()> {
     Ok(())
 }
 
+/// Remove the signal files `rank` created on the board in `job_dir` (its
+/// SOS record and its journal), once no rank reads the board any more: each
+/// rank removes its own, as it created them, so that a job of thousands of
+/// ranks does not wait for one rank's thousands of removals. A file already
+/// gone is no error.
+pub fn remove_own(job_dir: &Path, rank: usize) -> Result<()> {
+    for path in [sos_path(job_dir, rank), journal_path(job_dir, rank)] {
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(Error::io(&path, e)),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// `host` as a file name: ASCII letters, digits, `-` and `.` kept, every
 /// other character `_`.
 pub fn file_name_of(host: &str) -> String {
