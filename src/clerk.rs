@@ -30,7 +30,7 @@ use crate::ids::IdSet;
 use crate::plan::{HelpPolicy, ShareInput, share};
 use crate::policy::{Params, Rank, Step};
 use crate::topology::{IdleMap, Topology};
-use crate::verdict::{hosts_end, hosts_late};
+use crate::verdict::hosts_late;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -172,6 +172,9 @@ pub struct Search {
     pub hosts: Arc<Vec<(u64, f64)>>,
     /// See `hosts`.
     pub counted_at: f64,
+    /// When the hosts of this rank's site will have computed what they
+    /// own, at the last waves (`Rank::site_end`).
+    pub site_end: f64,
     /// The job's forecast end, seconds since the start.
     pub job_end: f64,
     /// Search the shared board too, after the host's (false where hosts
@@ -994,7 +997,7 @@ impl Clerk {
 
     /// The end to size an early share ([`Search::early`]) from an owner on
     /// this rank's site to, instead of the job's forecast end: the site's
-    /// own forecast end, at the last wave's per-host figures, when there
+    /// own forecast end, at the last waves' per-host figures, when there
     /// are other sites and this one will be late as a whole by no more
     /// than their helpers' grace (`2 · grace`). Those wait that long before
     /// they help, so the site closes its own lateness: shares sized to the
@@ -1007,7 +1010,7 @@ impl Clerk {
         if !search.early || site().count() == self.topology.hosts() {
             return None;
         }
-        let end = search.counted_at + hosts_end(&search.hosts, site());
+        let end = search.site_end;
         (end - search.job_end <= 2.0 * self.params.grace).then_some(end)
     }
 

@@ -2045,6 +2045,7 @@ fn search_at_ten(busy_for: f64, early: bool, hosts: Vec<(u64, f64)>) -> soslb::c
         early,
         hosts: std::sync::Arc::new(hosts),
         counted_at: 10.0,
+        site_end: f64::INFINITY,
         job_end: 20.0,
         shared: true,
     }
