@@ -1064,6 +1064,7 @@ impl Clerk {
                 at: now,
                 speed: vh,
                 busy_for: ask.busy_for,
+                steal_cost: ask.steal_cost,
             });
             taken = Some((s.seq, ids));
         });
@@ -1206,6 +1207,7 @@ impl Ask {
                 (
                     a.speed,
                     a.ids.len() as f64 - a.speed * (now - a.at - a.busy_for),
+                    a.steal_cost,
                 )
             })
             .collect();
@@ -1313,6 +1315,7 @@ mod tests {
                 at: 1.0,
                 speed: 50.0,
                 busy_for,
+                steal_cost: 0.0,
             }],
         }
     }

@@ -241,10 +241,11 @@ pub struct ShareInput {
     pub owner_speed: f64,
     /// `v_h`: the helper's speed.
     pub helper_speed: f64,
-    /// `(v_a, r_a)` of each earlier helper of this SOS: its speed, and the
+    /// `(v_a, r_a, c_a)` of each earlier helper of this SOS: its speed, the
     /// ids' worth of work it has left, its own work before a share taken
-    /// ahead of need included (negative once it is done).
-    pub others: Vec<(f64, f64)>,
+    /// ahead of need included (negative once it is done), and the seconds
+    /// its next steal from this SOS would take.
+    pub others: Vec<(f64, f64, f64)>,
     /// Ids that may be taken: the unleased tail.
     pub available: u64,
     /// Seconds until the job's forecast end (every rank's remaining work
@@ -319,19 +320,20 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         r
     } else {
         // Helpers that finished their share help no more.
-        let busy: Vec<(f64, f64)> = s
+        let busy: Vec<(f64, f64, f64)> = s
             .others
             .iter()
-            .filter(|&&(_, rem)| rem > 0.0)
-            .map(|&(v, rem)| (usable(v), rem))
+            .filter(|&&(_, rem, _)| rem > 0.0)
+            .map(|&(v, rem, cost)| (usable(v), rem, cost.max(0.0)))
             .collect();
         let n = busy.len() as f64;
         // The common end T of the owner's work with the earlier helpers and
         // `speed` more, whose work starts `ahead` ids in: r + sr + ahead =
-        // (vj + sv + speed)·T. An earlier helper whose work ends less than
-        // one id before T cannot take the rest of T's work: it is out of the
-        // common end. (Counted in, the four early helpers of sites16-one,
-        // done 0.025 s before the common end, left 5 of the slowed owner's
+        // (vj + sv + speed)·T. An earlier helper whose work ends before T,
+        // but too late to steal and compute one id more by T, cannot take
+        // the rest of T's work: it is out of the common end. (Counted in,
+        // the four early helpers of sites16-one, done 0.025 s before the
+        // common end and 80 ms a steal away, left 5 of the slowed owner's
         // ids to steals of 1 to 4 ids at its end, and those helpers ended
         // 0.03 to 0.1 s after the others. Helpers whose work ends after T
         // left out as well: simulator with 2 % jitter, 10,000 ranks over 12
@@ -339,10 +341,10 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         let common_end = |speed: f64, ahead: f64| {
             let (mut sv, mut sr): (f64, f64) = busy
                 .iter()
-                .fold((0.0, 0.0), |(sv, sr), &(v, rem)| (sv + v, sr + rem));
+                .fold((0.0, 0.0), |(sv, sr), &(v, rem, _)| (sv + v, sr + rem));
             let mut t = (r + sr + ahead) / (vj + sv + speed);
-            for &(v, rem) in &busy {
-                if (0.0..1.0).contains(&(v * t - rem)) {
+            for &(v, rem, cost) in &busy {
+                if v * t >= rem && v * (t - cost) - rem < 1.0 {
                     (sv, sr) = (sv - v, sr - rem);
                     t = (r + sr + ahead) / (vj + sv + speed);
                 }
@@ -561,7 +563,7 @@ mod tests {
         assert_eq!(largest_remainder(7, &[]), Vec::<u64>::new());
     }
 
-    fn input(r: f64, vj: f64, vh: f64, others: Vec<(f64, f64)>) -> ShareInput {
+    fn input(r: f64, vj: f64, vh: f64, others: Vec<(f64, f64, f64)>) -> ShareInput {
         ShareInput {
             owner_remaining: r,
             owner_speed: vj,
@@ -586,7 +588,7 @@ mod tests {
         assert_eq!(share(HelpPolicy::Half, &s), 150);
         assert_eq!(share(HelpPolicy::Balanced, &s), 200);
         // One earlier helper at speed 10 with 100 ids left: all three finish together.
-        let s = input(300.0, 10.0, 20.0, vec![(10.0, 100.0)]);
+        let s = input(300.0, 10.0, 20.0, vec![(10.0, 100.0, 0.0)]);
         let k = share(HelpPolicy::Balanced, &s);
         assert_eq!(k, 200);
         let t_owner = (300.0 - k as f64) / 10.0;
@@ -647,6 +649,18 @@ mod tests {
     }
 
     #[test]
+    fn an_earlier_helper_too_far_to_take_more_by_the_common_end_is_out_of_it() {
+        // 100 ids left at 12.5/s; an earlier helper at 50/s ends its 55 in
+        // 1.1 s. Counted in, the common end is 155 / 112.5 = 1.38 s.
+        let mut s = input(100.0, 12.5, 50.0, vec![(50.0, 55.0, 0.0)]);
+        assert_eq!(share(HelpPolicy::Balanced, &s), 69);
+        // A steal of 0.3 s away, it could not compute one id more by then:
+        // the owner and this helper end together, at 100 / 62.5 = 1.6 s.
+        s.others[0].2 = 0.3;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 80);
+    }
+
+    #[test]
     fn while_far_helpers_wait_the_near_ones_take_shares_that_close_the_sos() {
         // 250 ids left at 12.5/s; the job's forecast end, which counts the
         // far helpers too, is 0.3 s away: 15 ids at 50/s.
@@ -660,7 +674,7 @@ mod tests {
         // Three of them took theirs already and compute it: the four to
         // come take what they leave, no less (34.8 ids each: the three end
         // less than one id before the common end, and take no more).
-        let mut s = input(148.0, 12.5, 50.0, vec![(50.0, 34.0); 3]);
+        let mut s = input(148.0, 12.5, 50.0, vec![(50.0, 34.0, 0.0); 3]);
         s.job_left = 0.3;
         s.near_helpers = 7.0;
         assert_eq!(share(HelpPolicy::Balanced, &s), 35);
@@ -714,7 +728,7 @@ mod tests {
         assert_eq!(share(HelpPolicy::Balanced, &s), 24);
         // Another helper still works on the SOS: the share ends at the
         // job's end and the queue for the lock (0.42 s): 15 ids.
-        s.others = vec![(50.0, 20.0)];
+        s.others = vec![(50.0, 20.0, 0.0)];
         assert_eq!(share(HelpPolicy::Balanced, &s), 15);
         // A dear steal (0.4 s, the configured lateness is 0.25 s) still
         // brings four steals' worth: 2 s, less the steal, at 50/s.
@@ -738,7 +752,7 @@ mod tests {
     #[test]
     fn balanced_forgets_helpers_that_finished_their_share() {
         // An earlier helper with nothing left does not lower the share.
-        let gone = input(300.0, 10.0, 20.0, vec![(40.0, -3.0)]);
+        let gone = input(300.0, 10.0, 20.0, vec![(40.0, -3.0, 0.0)]);
         assert_eq!(share(HelpPolicy::Balanced, &gone), 200);
     }
 }

@@ -269,6 +269,7 @@ impl Actor {
                     at: 0.0,
                     speed: 1.0,
                     busy_for: 0.0,
+                    steal_cost: 0.0,
                 });
             }
         }

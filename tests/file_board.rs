@@ -136,6 +136,7 @@ fn race(total: u64, lease: u64, extend: u64, max_share: u64, delay: Duration) {
                                 at: round as f64,
                                 speed: 1.0,
                                 busy_for: 0.0,
+                                steal_cost: 0.0,
                             });
                         }
                         open = !p.tail.is_empty();
@@ -661,6 +662,7 @@ fn take_one(board: &mut FileBoard, rank: usize) -> soslb::Result<Locked> {
                 at: 0.0,
                 speed: 1.0,
                 busy_for: 0.0,
+                steal_cost: 0.0,
             });
         }
     })
@@ -808,6 +810,7 @@ fn the_memory_board_counts_what_the_file_board_does() {
         at: 1.0,
         speed: 2.0,
         busy_for: 0.0,
+        steal_cost: 0.0,
     };
     type Call = Box<dyn Fn(&mut dyn Board)>;
     let calls: Vec<(&str, Call)> = vec![

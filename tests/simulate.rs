@@ -2116,6 +2116,7 @@ fn an_early_search_takes_from_the_owner_its_helpers_have_left_alone() {
                         at: 9.0,
                         speed: 10.0,
                         busy_for: 0.0,
+                        steal_cost: 0.0,
                     })
                     .collect();
             })

@@ -102,6 +102,11 @@ pub struct Aid {
     /// idle helper, and in records written without it.
     #[serde(default)]
     pub busy_for: f64,
+    /// Seconds a steal from this SOS takes the helper, as it measured its
+    /// steals at that distance (0 before it measured one, and in records
+    /// written without it): whether it can take more by a common end.
+    #[serde(default)]
+    pub steal_cost: f64,
 }
 
 /// A helper's journal entry: it took `ids` from the SOS `seq` of `owner`.

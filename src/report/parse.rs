@@ -158,6 +158,7 @@ pub fn parse_line(line: &str) -> Result<Record, String> {
                 at: num(f, "at")?,
                 speed: num(f, "helper_speed")?,
                 busy_for: 0.0,
+                steal_cost: 0.0,
             },
         },
         _ => {
