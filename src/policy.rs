@@ -737,8 +737,8 @@ impl Rank {
     }
 
     /// When the hosts of this rank's site will have computed what they own:
-    /// the median of the last three waves' forecasts (infinite before the
-    /// third). A wave adds up each host's ids as its ranks joined it, and a
+    /// the median of the last three waves' forecasts (after two waves, the
+    /// later; infinite before). A wave adds up each host's ids as its ranks joined it, and a
     /// share stolen between the joins of its helper and of its owner (who
     /// counts its tail as of its last look) counts twice, or not at all:
     /// one wave in four moved sites16-one's site end by a share's worth,
