@@ -467,8 +467,8 @@ pub struct Rank {
     hosts: Arc<Vec<(u64, f64)>>,
     counted_at: f64,
     /// When the hosts of this rank's site will have computed what they own,
-    /// at the last three waves (infinite before): see [`Rank::site_end`].
-    site_ends: [f64; 3],
+    /// at the last five waves (infinite before): see [`Rank::site_end`].
+    site_ends: [f64; 5],
     /// When the ranks of this rank's host will have computed what they own,
     /// at the last wave (infinite before, or when its figures are unknown).
     host_end: f64,
@@ -549,7 +549,7 @@ impl Rank {
             job_end: f64::INFINITY,
             hosts: Arc::default(),
             counted_at: 0.0,
-            site_ends: [f64::INFINITY; 3],
+            site_ends: [f64::INFINITY; 5],
             host_end: f64::INFINITY,
             idle: Arc::default(),
             free: false,
@@ -702,7 +702,7 @@ impl Rank {
         self.listing = job.listing;
         let site = self.topology.hosts_nearer(self.me, 2);
         self.site_ends.rotate_left(1);
-        self.site_ends[2] = job.at + hosts_end(&job.hosts, site);
+        self.site_ends[4] = job.at + hosts_end(&job.hosts, site);
         self.hosts = job.hosts;
         self.idle = job.idle;
     }
@@ -737,16 +737,18 @@ impl Rank {
     }
 
     /// When the hosts of this rank's site will have computed what they own:
-    /// the median of the last three waves' forecasts (after two waves, the
-    /// later; infinite before). A wave adds up each host's ids as its ranks joined it, and a
+    /// the median of the last five waves' forecasts (infinite before the
+    /// third). A wave adds up each host's ids as its ranks joined it, and a
     /// share stolen between the joins of its helper and of its owner (who
-    /// counts its tail as of its last look) counts twice, or not at all:
-    /// one wave in four moved sites16-one's site end by a share's worth,
-    /// 0.1 s, and the early shares sized to it by 5 ids (emulator).
+    /// counts its tail as of its last look, every other wave or so) counts
+    /// twice, or not at all: one wave in four moved sites16-one's site end
+    /// by a share's worth, 0.1 s, and the early shares sized to it by 5 ids
+    /// (emulator). The median of three still let through a jump that lasted
+    /// two waves.
     fn site_end(&self) -> f64 {
         let mut ends = self.site_ends;
         ends.sort_by(f64::total_cmp);
-        ends[1]
+        ends[2]
     }
 
     /// The number of realisations of the run.
