@@ -725,7 +725,7 @@ impl Rank {
     /// wave itself, the slowed rank's host-mates were free or not by a few
     /// ids at the last wave before their quotas ran out, and the other
     /// site took 0 to 32 ids, 0.942 to 0.958; with the next wave's grace
-    /// none in 12 runs, 0.951 to 0.955.)
+    /// none in 19 runs, 0.947 to 0.955.)
     pub fn is_free(&self) -> bool {
         let v = self.speed.get();
         self.free
