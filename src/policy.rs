@@ -700,9 +700,13 @@ impl Rank {
         self.open_sos = job.reachable_open(host);
         self.sos_near = self.nearest_sos(&job);
         self.listing = job.listing;
-        let site = self.topology.hosts_nearer(self.me, 2);
-        self.site_ends.rotate_left(1);
-        self.site_ends[4] = job.at + hosts_end(&job.hosts, site);
+        // (Only early shares from the rank's own site, where there are
+        // others, are sized to it: see `Clerk::early_site_end`.)
+        if self.topology.sites() > 1 {
+            let site = self.topology.hosts_nearer(self.me, 2);
+            self.site_ends.rotate_left(1);
+            self.site_ends[4] = job.at + hosts_end(&job.hosts, site);
+        }
         self.hosts = job.hosts;
         self.idle = job.idle;
     }

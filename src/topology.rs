@@ -17,6 +17,8 @@ pub struct Topology {
     host_site: Arc<[u32]>,
     /// The ranks of each host, in order, by host number.
     members: Arc<[Vec<usize>]>,
+    /// The number of sites.
+    site_count: usize,
 }
 
 /// Number `names` in order of first appearance.
@@ -31,9 +33,14 @@ fn numbered(names: &[String]) -> Arc<[u32]> {
         .collect()
 }
 
+/// The number of distinct numbers of `ix` (numbered from 0, see [`numbered`]).
+fn count(ix: &[u32]) -> usize {
+    ix.iter().max().map_or(0, |&m| m as usize + 1)
+}
+
 /// The site number of each host number.
 fn host_sites(host_ix: &[u32], site_ix: &[u32]) -> Arc<[u32]> {
-    let mut sites = vec![0; host_ix.iter().max().map_or(0, |&m| m as usize + 1)];
+    let mut sites = vec![0; count(host_ix)];
     for (&h, &s) in host_ix.iter().zip(site_ix) {
         sites[h as usize] = s;
     }
@@ -98,13 +105,14 @@ impl Topology {
         };
         let host_ix = numbered(&hosts);
         let site_ix = numbered(&sites);
-        let mut members = vec![Vec::new(); host_ix.iter().max().map_or(0, |&m| m as usize + 1)];
+        let mut members = vec![Vec::new(); count(&host_ix)];
         for (r, &h) in host_ix.iter().enumerate() {
             members[h as usize].push(r);
         }
         Topology {
             members: members.into(),
             host_site: host_sites(&host_ix, &site_ix),
+            site_count: count(&site_ix),
             host_ix,
             site_ix,
             hosts: hosts.into(),
@@ -165,17 +173,22 @@ impl Topology {
         let sites: Vec<String> = site_of.iter().map(|k| format!("msite{k}")).collect();
         self.site_ix = numbered(&sites);
         self.host_site = host_sites(&self.host_ix, &self.site_ix);
+        self.site_count = count(&self.site_ix);
         self.sites = sites.into();
         self
     }
 
+    /// Number of sites.
+    pub fn sites(&self) -> usize {
+        self.site_count
+    }
+
     /// `idle` ranks in all, and the `free` ranks counted per host and site.
     pub fn idle_map(&self, idle: usize, free: impl IntoIterator<Item = usize>) -> IdleMap {
-        let count = |ix: &[u32]| vec![0u32; ix.iter().max().map_or(0, |&m| m as usize + 1)];
         let mut map = IdleMap {
             ranks: idle,
-            on_host: count(&self.host_ix),
-            on_site: count(&self.site_ix),
+            on_host: vec![0; self.hosts()],
+            on_site: vec![0; self.site_count],
         };
         for r in free.into_iter().filter(|&r| r < self.ranks()) {
             map.on_host[self.host_ix[r] as usize] += 1;
