@@ -1340,8 +1340,10 @@ mod tests {
     fn a_share_taken_ahead_of_need_counts_as_work_its_helper_still_has() {
         // At t = 2 s the earlier helper has 2 s of its own work left, then
         // its 30 ids: 130 ids' worth. The owner, it and this helper end
-        // together: 50 · (300 + 130) / (10 + 50 + 50) = 195 ids.
-        assert_eq!(ask().share(&sos_helped(3.0)), 195);
+        // together: 50 · (300 + 130) / (10 + 50 + 50) = 195.45 ids, rounded
+        // up (0.55 of an id more is 11 ms of this helper's, 0.45 of an id
+        // less 45 ms of the owner's).
+        assert_eq!(ask().share(&sos_helped(3.0)), 196);
         // Taken by an idle helper, the 30 ids were computed by t = 1.6 s:
         // the owner is alone, 50 · 300 / (10 + 50) = 250 ids.
         assert_eq!(ask().share(&sos_helped(0.0)), 250);
