@@ -32,12 +32,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How often a waiting rank tests the termination wave, seconds: from the
-/// first, doubling while the wave waits for others, up to the second. Each
-/// wave's reduction advances only when its ranks test it: at up to 20 ms,
-/// the verdict came about 0.18 s after the last realisation (emulator,
-/// sites16-one, 16 ranks); at up to 5 ms, 0.01 to 0.03 s; at up to 2 ms,
-/// the run ended 58 ms after its last realisation where it did 78 ms after
-/// at 5 ms (the end of `finish` included).
+/// first, doubling while the wave waits for others, up to the second; from
+/// a check interval before the job's forecast end on, never less often
+/// than the first ([`Balancer::test_cap`]). Each wave's reduction advances
+/// only when its ranks test it: at up to 20 ms, the verdict came about
+/// 0.18 s after the last realisation (emulator, sites16-one, 16 ranks); at
+/// up to 5 ms, 0.01 to 0.03 s; at up to 2 ms, the run ended 58 ms after its
+/// last realisation where it did 78 ms after at 5 ms (the end of `finish`
+/// included), and the verdict came 11 to 22 ms after the last realisation;
+/// at 0.5 ms, 4 to 7 ms.
 const TEST_INTERVAL: (f64, f64) = (0.0005, 0.002);
 
 /// How often a busy rank tests the wave in flight, seconds. A non-blocking
@@ -583,7 +586,19 @@ impl Balancer {
             {
                 return Ok(false);
             }
-            test_every = (2.0 * test_every).min(TEST_INTERVAL.1);
+            test_every = (2.0 * test_every).min(self.test_cap());
+        }
+    }
+
+    /// The longest pause between two tests of the wave: [`TEST_INTERVAL`]'s
+    /// second, or its first from a check interval before the job's forecast
+    /// end on, when the wave that ends the job may be in flight and a rank
+    /// waits for the others' tests.
+    fn test_cap(&self) -> f64 {
+        if self.now() + self.config.check_interval >= self.rank.job_end() {
+            TEST_INTERVAL.0
+        } else {
+            TEST_INTERVAL.1
         }
     }
 
@@ -722,7 +737,7 @@ impl Balancer {
         let mut pause = TEST_INTERVAL.0;
         while !self.wave_tick(self.now(), true) {
             std::thread::sleep(Duration::from_secs_f64(pause));
-            pause = (2.0 * pause).min(TEST_INTERVAL.1);
+            pause = (2.0 * pause).min(self.test_cap());
         }
     }
 
@@ -1014,7 +1029,7 @@ impl Balancer {
                 return false;
             }
             let pause = Duration::from_secs_f64((until - now).min(test_every));
-            test_every = (2.0 * test_every).min(TEST_INTERVAL.1);
+            test_every = (2.0 * test_every).min(self.test_cap());
             let woken = match &mut self.discovery {
                 Some(d) => d.wait(pause),
                 None => {
