@@ -307,7 +307,9 @@ const LEAST_ONE: f64 = 4.0;
 /// ([`ShareInput::dear_steal`]). The common end never
 /// comes after the owner alone would finish. An idle helper on the owner's
 /// host board takes at least one id when that pays
-/// ([`ShareInput::least_one`]).
+/// ([`ShareInput::least_one`]). The share is rounded to the whole id that
+/// ends helper and owner sooner: one id more costs the helper `(1 − f)/v_h`
+/// seconds, one less costs the owner `f/v_j`, `f` the fraction of the share.
 pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
     let r = s.owner_remaining.max(0.0);
     let vj = usable(s.owner_speed);
@@ -411,11 +413,9 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
     round_in_time(k, vh, vj).min(s.available)
 }
 
-/// `k` ids rounded to the whole number that adds the least time to the
-/// later of helper and owner: one id more costs the helper `(1 − f)/v_h`
-/// seconds, one less costs the owner `f/v_j`, `f` the fraction of `k`.
-/// Between ranks of the same speed that is rounding to the nearest; a
-/// helper four times as fast as its owner takes the id from a fifth on.
+/// `k` ids rounded in time, as [`share`] says. Between ranks of the same
+/// speed that is rounding to the nearest; a helper four times as fast as its
+/// owner takes the id from a fifth on.
 fn round_in_time(k: f64, vh: f64, vj: f64) -> u64 {
     let (whole, f) = (k.floor(), k - k.floor());
     let up = if vh > 0.0 && vj > 0.0 {
