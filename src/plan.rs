@@ -415,15 +415,12 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
 
 /// `k` ids rounded in time, as [`share`] says. Between ranks of the same
 /// speed that is rounding to the nearest; a helper four times as fast as its
-/// owner takes the id from a fifth on.
+/// owner takes the id from a fifth on. With a zero speed the share is what
+/// it was: a helper that has never computed takes its one id, and one of a
+/// stalled owner its whole tail.
 fn round_in_time(k: f64, vh: f64, vj: f64) -> u64 {
     let (whole, f) = (k.floor(), k - k.floor());
-    let up = if vh > 0.0 && vj > 0.0 {
-        (1.0 - f) * vj < f * vh
-    } else {
-        f >= 0.5
-    };
-    whole as u64 + up as u64
+    whole as u64 + u64::from((1.0 - f) * vj < f * vh)
 }
 
 #[cfg(test)]
