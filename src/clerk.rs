@@ -28,7 +28,7 @@ use crate::board::{Access, Aid, Board, Level, Locked, OpenEntry, OpenIndex, Post
 use crate::error::{Error, Result};
 use crate::ids::IdSet;
 use crate::plan::{HelpPolicy, ShareInput, share};
-use crate::policy::{Params, Rank, Step, site_reference};
+use crate::policy::{Params, Rank, Step};
 use crate::topology::{IdleMap, Topology};
 use crate::verdict::hosts_late;
 use std::sync::Arc;
@@ -1008,15 +1008,11 @@ impl Clerk {
     /// at the end (simulator, sites16-one without jitter: the job ended at
     /// 11.55 s against 10.72 s for the site alone; 11.09 s with this).
     fn early_site_end(&self, search: &Search) -> Option<f64> {
-        if !search.early {
+        if !search.early || self.topology.sites() == 1 {
             return None;
         }
-        site_reference(
-            self.topology.sites(),
-            search.site_end,
-            search.job_end,
-            &self.params,
-        )
+        let end = search.site_end;
+        (end - search.job_end <= 2.0 * self.params.grace).then_some(end)
     }
 
     /// `ask` with the steal's cost at least what the record `s` of `owner`

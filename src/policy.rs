@@ -103,15 +103,6 @@ const EARLY_LOOKS: f64 = 64.0;
 /// against 0.900 and 0.914.
 pub const LARGE_JOB: usize = 1000;
 
-/// The site's forecast end `site`, when a share taken ahead of need from
-/// an owner on the helper's own site is sized to it rather than to the
-/// job's forecast end `job` (`Clerk::early_site_end` says why): there are
-/// other `sites`, and this one will be late as a whole by no more than
-/// their helpers' grace (`2 · grace`).
-pub fn site_reference(sites: usize, site: f64, job: f64, params: &Params) -> Option<f64> {
-    (sites > 1 && site - job <= 2.0 * params.grace).then_some(site)
-}
-
 /// The numbers of the config the state machine uses.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Params {
@@ -762,20 +753,6 @@ impl Rank {
         let mut ends = self.site_ends;
         ends.sort_by(f64::total_cmp);
         ends[2]
-    }
-
-    /// The end against which a rank is early enough to look ahead: the
-    /// job's forecast end, or its site's where early shares from the own
-    /// site are sized to that ([`site_reference`]). (Against the job's end
-    /// alone, sites16-one's helpers of the slowed rank's site were early
-    /// by 0.1 to 0.2 s more than the interval's 0.25 s; one of the four,
-    /// a percent slower, looked ahead no more, took its share when its
-    /// quota ran out, and ended 0.2 s after the others: emulator, 2 of
-    /// about 60 runs on a quiet machine, 0.938 to 0.940.)
-    fn early_end(&self) -> f64 {
-        let (sites, site) = (self.topology.sites(), self.site_end());
-        site_reference(sites, site, self.job_end, &self.params)
-            .map_or(self.job_end, |s| s.max(self.job_end))
     }
 
     /// The number of realisations of the run.
@@ -1516,7 +1493,7 @@ impl Rank {
                     && self.open_sos > 0
                     && (tau - now < self.look_ahead()
                         || tau
-                            < self.early_end()
+                            < self.job_end
                                 - EARLY_SLACK * self.steal_cost(0)
                                 - self.params.check_interval)
                     && now >= self.looked_ahead + self.look_pace(tau - now)
@@ -1834,22 +1811,7 @@ impl Rank {
 
 #[cfg(test)]
 mod tests {
-    use super::{Params, Shedding, site_reference};
-    use crate::config::Config;
-
-    #[test]
-    fn a_site_late_by_less_than_the_other_sites_grace_is_the_reference() {
-        // Grace 0.5 s: the other sites' helpers wait 1 s.
-        let p = Params::from(&Config::default());
-        assert_eq!(site_reference(2, 10.75, 10.34, &p), Some(10.75));
-        assert_eq!(site_reference(2, 10.0, 10.34, &p), Some(10.0));
-        assert_eq!(
-            site_reference(2, 11.5, 10.34, &p),
-            None,
-            "late beyond their grace"
-        );
-        assert_eq!(site_reference(1, 10.75, 10.34, &p), None, "no other site");
-    }
+    use super::Shedding;
 
     #[test]
     fn a_giver_sheds_what_its_excess_grew_by_to_the_plans_receivers_up_to_the_plan() {
