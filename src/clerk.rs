@@ -257,7 +257,15 @@ enum Steal {
     /// Taken, and whether that emptied the tail.
     Success(u64, IdSet, bool),
     Retry,
+    /// The owner's work ends before another's that the helper read.
+    Passed,
 }
+
+/// An SOS a search may take from: its distance, its index entry, the
+/// share's figures, what a read without the lock found (if read), and the
+/// end of the next owner's work, as read, below which this one is passed
+/// over.
+type Looked<'a> = (u8, &'a OpenEntry, Ask, Option<Result<u64, Steal>>, f64);
 
 /// Carries out one rank's requests on the board. Its state is the
 /// helper's memory of its searches: SOS found empty or busy, the back-off
@@ -765,7 +773,7 @@ impl Clerk {
         // among those (counted when first needed, as the waves count free
         // ranks).
         let mut owners: Option<IdleMap> = None;
-        let mut asks = Vec::new();
+        let mut asks: Vec<Looked> = Vec::new();
         for (d, entry) in candidates {
             let mut open = |g: u8| {
                 let map = owners.get_or_insert_with(|| {
@@ -828,20 +836,24 @@ impl Clerk {
                 least_one: !on_shared,
                 dear_steal: self.params.late_threshold,
             };
-            asks.push((d, entry, ask, None));
+            asks.push((d, entry, ask, None, f64::NEG_INFINITY));
         }
-        // Looking ahead, an owner that earlier helpers already help (its
-        // record gives a smaller share than it would alone) comes after one
-        // that gives a larger share, so that owners that posted later, or
-        // that fewer helpers saw, get their part of the early helpers. Taken
-        // in the index's order, sites16's slowed host gave one of its four
-        // owners a single early share where the others got three, and that
-        // owner ended the job 0.6 s after every other rank (emulator, 2 runs
-        // of 7: 0.937, 0.936; 0.959 to 0.991 over 12 runs with this). The
-        // records are read without their locks, in the clerk's time, not the
-        // computing's, until one gives its full share; only the first few at
-        // the nearest distance (those go first whatever the shares), so an
-        // early search reads no more records than it may find empty.
+        // Looking ahead, the owner whose own work ends last, after what
+        // earlier helpers took, goes first (of equal ends, the one that
+        // gives the larger share), so that owners that posted
+        // later, or that fewer helpers saw, get their part of the early
+        // helpers; and under its lock, an owner whose end came before the
+        // next one's as read (helpers that read the same records at once
+        // took from it meanwhile) is passed over. Taken in the index's
+        // order, sites16's slowed host gave one of its four owners a single
+        // early share where the others got three, and that owner ended the
+        // job 0.6 s after every other rank (emulator, 2 runs of 7: 0.937,
+        // 0.936); taken by the largest share, every share the helper's
+        // whole spare time, in the index's order again, about 1 run in 10
+        // (0.92 to 0.96). The records are read without their locks, in the
+        // clerk's time, not the computing's; only the first few at the
+        // nearest distance (those go first whatever the ends), so an early
+        // search reads no more records than it may find empty.
         let nearest = asks.first().map(|a| a.0);
         let first = asks
             .iter()
@@ -849,15 +861,11 @@ impl Clerk {
             .take(EARLY_EMPTY_LOOKS as usize)
             .count();
         if search.early && first > 1 {
-            for (_, entry, ask, peeked) in &mut asks[..first] {
-                let mut full = false;
+            for (_, entry, ask, peeked, end) in &mut asks[..first] {
                 *peeked = match board.peek_sos(entry.rank) {
-                    Ok(Some(mut s)) => {
-                        let ask = self.priced(ask, &s, entry.rank);
-                        let found = looked(&s, entry.seq, &ask);
-                        s.aids.clear();
-                        full = matches!(found, Ok(k) if k >= ask.share(&s));
-                        Some(found)
+                    Ok(Some(s)) => {
+                        *end = owner_left(&s, now);
+                        Some(looked(&s, entry.seq, &self.priced(ask, &s, entry.rank)))
                     }
                     Ok(None) => None,
                     Err(e) => {
@@ -865,17 +873,28 @@ impl Clerk {
                         Some(Err(Steal::Empty))
                     }
                 };
-                if full {
-                    break;
-                }
             }
-            let share = |p: &Option<Result<u64, Steal>>| match p {
-                Some(Ok(k)) => *k,
+            let share = |a: &Looked<'_>| match a.3 {
+                Some(Ok(k)) => k,
                 _ => 0,
             };
-            asks[..first].sort_by_key(|a| std::cmp::Reverse(share(&a.3)));
+            let taking = |a: &Looked<'_>| share(a) > 0;
+            asks[..first].sort_by(|a, b| {
+                (taking(b).cmp(&taking(a)))
+                    .then(b.4.total_cmp(&a.4))
+                    .then(share(b).cmp(&share(a)))
+            });
+            for i in 1..first {
+                let floor = if taking(&asks[i]) {
+                    asks[i].4
+                } else {
+                    f64::NEG_INFINITY
+                };
+                asks[i - 1].4 = floor;
+            }
+            asks[first - 1].4 = f64::NEG_INFINITY;
         }
-        for (d, entry, ask, peeked) in asks {
+        for (d, entry, ask, peeked, floor) in asks {
             if budget < 0.0 || self.over() {
                 break;
             }
@@ -884,7 +903,7 @@ impl Clerk {
             }
             let found = match peeked {
                 Some(Err(nothing)) => nothing,
-                _ => self.steal(entry.rank, entry.seq, &ask, peeked.is_none(), board),
+                _ => self.steal(entry.rank, entry.seq, &ask, peeked.is_none(), floor, board),
             };
             match found {
                 Steal::Success(seq, ids, drained) => {
@@ -898,6 +917,8 @@ impl Clerk {
                         wake: now,
                     };
                 }
+                // Helped by others since the read: the next owner.
+                Steal::Passed => {}
                 // Held by another: the next search tries the others first;
                 // looking ahead, it tries again after a back-off (a lesser
                 // share now would leave the largest to none).
@@ -1035,13 +1056,15 @@ impl Clerk {
     /// a lock busy (then there was something to take, and another read per
     /// retry is only load, and none when the caller has just read it,
     /// `peek` false): when it shows nothing to take, the record is not
-    /// locked.
+    /// locked. Nothing is taken from an owner whose work, under the lock,
+    /// ends less than `floor` seconds from now.
     fn steal(
         &mut self,
         owner: usize,
         seq: u64,
         ask: &Ask,
         peek: bool,
+        floor: f64,
         board: &mut dyn Board,
     ) -> Steal {
         match (peek && self.busy_backoff == 0.0).then(|| board.peek_sos(owner)) {
@@ -1062,7 +1085,12 @@ impl Clerk {
         let (me, now, vh) = (self.me, ask.now, ask.helper_speed);
         let mut taken = None;
         let mut drained = false;
+        let mut passed = false;
         let r = board.with_sos(owner, Access::Try, &mut |s| {
+            if owner_left(s, now) < floor {
+                passed = true;
+                return;
+            }
             let k = self.priced(ask, s, owner).share(s);
             let SosState::Open(p) = &mut s.state else {
                 return;
@@ -1088,6 +1116,7 @@ impl Clerk {
             Ok(Locked::Busy) => Steal::Retry,
             Ok(Locked::Done) => match taken {
                 Some((seq, ids)) => Steal::Success(seq, ids, drained),
+                None if passed => Steal::Passed,
                 None if drained => Steal::Drained,
                 None => Steal::Empty,
             },
@@ -1204,6 +1233,25 @@ struct Ask {
     dear_steal: f64,
 }
 
+/// The owner's work in the open SOS `p` at `now` that no helper took: its
+/// tail and what is left of its lease.
+fn unhelped(p: &Post, now: f64) -> f64 {
+    let lease_left =
+        p.remaining.saturating_sub(p.tail.len()) as f64 - p.speed * (now - p.updated_at);
+    p.tail.len() as f64 + lease_left.max(0.0)
+}
+
+/// Seconds from `now` to the end of the owner's work in the SOS record `s`
+/// that no helper took (0 when it is not open): the helpers so far sized
+/// their shares to end by then.
+fn owner_left(s: &Sos, now: f64) -> f64 {
+    match &s.state {
+        SosState::Open(p) if p.speed > 0.0 => unhelped(p, now) / p.speed,
+        SosState::Open(_) => f64::INFINITY,
+        SosState::Closed => 0.0,
+    }
+}
+
 impl Ask {
     /// The ids to take from the SOS record `s` (0 when it is not open or
     /// holds nothing worth a steal).
@@ -1230,12 +1278,10 @@ impl Ask {
                 )
             })
             .collect();
-        let lease_left =
-            p.remaining.saturating_sub(p.tail.len()) as f64 - p.speed * (now - p.updated_at);
         share(
             self.policy,
             &ShareInput {
-                owner_remaining: p.tail.len() as f64 + lease_left.max(0.0),
+                owner_remaining: unhelped(p, now),
                 owner_speed: p.speed,
                 helper_speed: self.helper_speed,
                 others,
