@@ -467,10 +467,23 @@ fn aid_count(path: &Path) -> usize {
 /// duplicates. Returns the result line and the warnings.
 fn damage_sos_after_first_aid(name: &str, fault: impl FnOnce(&Path)) -> (String, Vec<String>) {
     use std::time::{Duration, Instant};
-    let (dir, child, deadline) = spawn_midrun(name);
+    let (dir, mut child, deadline) = spawn_midrun(name);
     let sos = wait_job_dir(&dir, deadline).join("sos/15.ron");
     while aid_count(&sos) == 0 {
-        assert!(Instant::now() < deadline, "nobody helped rank 15");
+        // A job that ended, or ran out the deadline, with no AID seen:
+        // what it printed tells which.
+        let ended = matches!(child.try_wait(), Ok(Some(_)));
+        if ended || Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("mpirun ends");
+            panic!(
+                "no AID record seen in {} ({}):\n{}\n{}",
+                sos.display(),
+                if ended { "the job ended" } else { "deadline" },
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         std::thread::sleep(Duration::from_millis(2));
     }
     fault(&sos);
