@@ -850,7 +850,8 @@ impl Clerk {
         // after every other rank (emulator, 2 runs of 7: 0.937, 0.936);
         // taken by the largest share, every share the helper's whole spare
         // time, in the index's order again, about 1 run in 10 (0.92 to
-        // 0.96; 0.961 to 0.995 over 54 runs with this). The records are
+        // 0.96; 0.942 to 0.995 over 60 runs with this, its 2 under 0.95
+        // from a late share at the job's end). The records are
         // read without their locks, in the clerk's time, not the
         // computing's; only the first few at the nearest distance (those go
         // first whatever the ends), so an early search reads no more
