@@ -15,8 +15,9 @@
 //! realisations set its pace).
 //!
 //! Realisation `id` of rank `i` started at `t` (seconds since the end of
-//! the rank's init; the makespan counts the init too) sleeps `base · c(id) / s_i(t)`, `c(id)` the scenario's cost factor
-//! (1 unless the file gives a `cost`), less what the rank's sleeps so far
+//! the rank's init; the makespan counts the init too) sleeps
+//! `base · c(id) / s_i(t)`, `c(id)` the scenario's cost factor (1 unless
+//! the file gives a `cost`), less what the rank's sleeps so far
 //! overslept: realisations take their nominal times on average, while the
 //! library's own time between them is never made up. `missing` and
 //! `duplicates` are counted from the ids the ranks really computed,

@@ -851,11 +851,11 @@ impl Clerk {
         // taken by the largest share, every share the helper's whole spare
         // time, in the index's order again, about 1 run in 10 (0.92 to
         // 0.96; 0.942 to 0.995 over 60 runs with this, its 2 under 0.95
-        // from a late share at the job's end). The records are
-        // read without their locks, in the clerk's time, not the
-        // computing's; only the first few at the nearest distance (those go
-        // first whatever the ends), so an early search reads no more
-        // records than it may find empty.
+        // from a late share at the job's end). The records are read
+        // without their locks, in the clerk's time, not the computing's;
+        // only the first few at the nearest distance (those go first
+        // whatever the ends), so an early search reads no more records
+        // than it may find empty.
         let nearest = asks.first().map(|a| a.0);
         let first = asks
             .iter()
@@ -1089,7 +1089,8 @@ impl Clerk {
         let mut drained = false;
         let mut passed = false;
         let r = board.with_sos(owner, Access::Try, &mut |s| {
-            if owner_left(s, now) < floor {
+            // (A closed record has nothing to take either way.)
+            if matches!(s.state, SosState::Open(_)) && owner_left(s, now) < floor {
                 passed = true;
                 return;
             }
