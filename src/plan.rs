@@ -329,6 +329,7 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
             .map(|&(v, rem, cost)| (usable(v), rem, cost.max(0.0)))
             .collect();
         let n = busy.len() as f64;
+        let start = s.steal_cost.max(s.busy_for).max(0.0);
         // The common end T of the owner's work with the earlier helpers and
         // `speed` more, whose work starts `ahead` ids in: r + sr + ahead =
         // (vj + sv + speed)·T. An earlier helper whose work ends before T,
@@ -356,10 +357,11 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         let k = match policy {
             HelpPolicy::Proportional => r * vh / (vh + vj),
             HelpPolicy::Half => (r * vh / (vh + vj)).min(r / 2.0),
-            // The helper starts `busy_for` from now: the common end T
-            // solves r + sr = (vj + sv)·T + vh·(T − busy_for); the share
-            // is vh·(T − busy_for), and k the work of T.
-            HelpPolicy::Balanced => vh * common_end(vh, vh * s.busy_for.max(0.0)),
+            // The helper starts after its own work or its steal, `start`
+            // from now: the common end T solves r + sr = (vj + sv)·T +
+            // vh·(T − start); the share is vh·(T − start), and k the work
+            // of T.
+            HelpPolicy::Balanced => vh * common_end(vh, vh * start),
         };
         // Seconds to the common end the policy aims at, capped by the job's
         // forecast end. An owner left alone with
@@ -403,7 +405,7 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         // The share starts after the helper's own work, or when the steal
         // is done if that comes later (the steal passes while the helper
         // computes).
-        let k = (vh * (end - s.steal_cost.max(s.busy_for))).max(0.0);
+        let k = (vh * (end - start)).max(0.0);
         if s.least_one && s.busy_for <= 0.0 && LEAST_ONE / vh + s.steal_cost < r / vj {
             k.max(1.0)
         } else {
@@ -633,9 +635,13 @@ mod tests {
         let mut slow = s.clone();
         slow.helper_speed = 20.0;
         assert_eq!(share(HelpPolicy::Balanced, &slow), 8);
-        // A forecast end already past is stale: the policy's share, less the cost.
+        // A forecast end already past is stale: the policy's share, which
+        // starts once the steal is done, and ends with the owner.
         s.job_left = -5.0;
-        assert_eq!(share(HelpPolicy::Balanced, &s), 180);
+        let k = share(HelpPolicy::Balanced, &s);
+        assert_eq!(k, 194);
+        let (owner_ends, helper_ends) = ((300.0 - k as f64) / 25.0, 0.4 + k as f64 / 50.0);
+        assert!((owner_ends - helper_ends).abs() <= 1.0 / 25.0 + 1e-9);
         // A cheap steal near the forecast end: no more than the time left.
         s.steal_cost = 0.01;
         s.job_left = 0.5;
@@ -752,6 +758,23 @@ mod tests {
         // Far from the job's end, the policy's share is untouched.
         s.job_left = 100.0;
         assert_eq!(share(HelpPolicy::Balanced, &s), 200);
+    }
+
+    #[test]
+    fn a_helper_after_a_dear_steal_ends_with_the_owner_and_its_cheap_helpers() {
+        // The end of a sites16 run: a slowed owner with 27 ids left, its
+        // three slowed host-mates helping it from steals that cost nothing,
+        // and a fast helper 0.19 s a steal away. Its share starts once the
+        // steal is done, and all end together, within one of the owner's
+        // ids: 11 ids, where a common end that started the share at once
+        // gave 5, and the owner and its host-mates ended 0.1 s after the
+        // fast helper.
+        let mut s = input(27.0, 12.5, 50.0, vec![(12.5, 1.0, 0.01); 3]);
+        s.steal_cost = 0.19;
+        let k = share(HelpPolicy::Balanced, &s) as f64;
+        assert_eq!(k, 11.0);
+        let (owners_end, helper_end) = ((27.0 + 3.0 - k) / 50.0, 0.19 + k / 50.0);
+        assert!((owners_end - helper_end).abs() < 1.0 / 12.5);
     }
 
     #[test]
