@@ -312,7 +312,11 @@ impl Balancer {
                 config::Discovery::Poll => false,
                 config::Discovery::Auto => !file::is_shared_fs(&job_dir).unwrap_or(true),
             };
-            Some(Discovery::new(&board.index_path(), watch))
+            let discovery = Discovery::new(&board.index_path(), watch);
+            Some(match &host_board {
+                Some(h) => discovery.with_host_index(&h.index_path()),
+                None => discovery,
+            })
         } else {
             None
         };
@@ -1042,15 +1046,15 @@ impl Balancer {
             }
             let pause = Duration::from_secs_f64((until - now).min(test_every));
             test_every = (2.0 * test_every).min(self.test_cap());
-            let woken = match &mut self.discovery {
+            let changed = match &mut self.discovery {
                 Some(d) => d.wait(pause),
                 None => {
                     std::thread::sleep(pause);
-                    false
+                    None
                 }
             };
-            if woken {
-                self.rank.index_changed();
+            if let Some(level) = changed {
+                self.rank.index_changed(level);
                 return false;
             }
         }
