@@ -312,11 +312,7 @@ impl Balancer {
                 config::Discovery::Poll => false,
                 config::Discovery::Auto => !file::is_shared_fs(&job_dir).unwrap_or(true),
             };
-            let discovery = Discovery::new(&board.index_path(), watch);
-            Some(match &host_board {
-                Some(h) => discovery.with_host_index(&h.index_path()),
-                None => discovery,
-            })
+            Some(Discovery::new(&board.index_path(), watch))
         } else {
             None
         };
@@ -1046,15 +1042,15 @@ impl Balancer {
             }
             let pause = Duration::from_secs_f64((until - now).min(test_every));
             test_every = (2.0 * test_every).min(self.test_cap());
-            let changed = match &mut self.discovery {
+            let woken = match &mut self.discovery {
                 Some(d) => d.wait(pause),
                 None => {
                     std::thread::sleep(pause);
-                    None
+                    false
                 }
             };
-            if let Some(level) = changed {
-                self.rank.index_changed(level);
+            if woken {
+                self.rank.index_changed();
                 return false;
             }
         }

@@ -504,9 +504,8 @@ pub struct Rank {
     /// Requests out that wrote the shared index at the last wave
     /// ([`Job::listing`]).
     listing: u64,
-    /// A watcher saw an open index change since the last look at it: the
-    /// shared board's (or both), or only the host's.
-    index_changed: Option<Level>,
+    /// A watcher saw the open index change since the last look at it.
+    index_changed: bool,
     /// The chunk being computed and when it was handed out.
     out: Option<(f64, Range<u64>)>,
     progress: IdSet,
@@ -564,7 +563,7 @@ impl Rank {
             open_sos: 0,
             sos_near: 0,
             listing: 0,
-            index_changed: None,
+            index_changed: false,
             speed: Speed::new(params.speed_window)
                 .with_steady_window(STEADY_WINDOWS * params.speed_window),
             horizon: f64::INFINITY,
@@ -712,14 +711,10 @@ impl Rank {
         self.idle = job.idle;
     }
 
-    /// The shell saw the open index of the board at `level` change (a
-    /// watcher woke the rank): the next look for help reads it, whatever
-    /// the last wave said. (A change of the host's board alone leaves the
-    /// shared index to its polls.)
-    pub fn index_changed(&mut self, level: Level) {
-        if self.index_changed != Some(Level::Shared) {
-            self.index_changed = Some(level);
-        }
+    /// The shell saw the open index change (a watcher woke the rank): the
+    /// next look for help reads it, whatever the last wave said.
+    pub fn index_changed(&mut self) {
+        self.index_changed = true;
     }
 
     /// True once the rank has run out of its own quota (it is a helper,
@@ -1749,9 +1744,8 @@ impl Rank {
         // On slow storage a look at the index is dear: look at most once
         // per storage cost (a watcher still wakes the rank at once).
         let poll = self.params.poll_interval.max(self.storage_cost);
-        let changed = self.index_changed.take();
-        let woken = changed.is_some();
-        // The last termination wave saw no SOS open, and no watcher saw an
+        let woken = std::mem::take(&mut self.index_changed);
+        // The last termination wave saw no SOS open, and no watcher saw the
         // index change since: nothing to read (idle ranks waiting for the
         // verdict read no file).
         if self.open_sos == 0 && !woken {
@@ -1767,8 +1761,7 @@ impl Rank {
             return Some(at);
         }
         let early = self.looks_early(busy_for);
-        let shared_changed = changed == Some(Level::Shared);
-        let search = self.search(now, (busy_for, idle_since), shared_changed, poll, early);
+        let search = self.search(now, (busy_for, idle_since), woken, poll, early);
         self.ask(Request::Help(search), Asking::Help { early });
         None
     }

@@ -4,7 +4,6 @@
 //! holding ids.
 
 use proptest::prelude::*;
-use soslb::board::Level;
 use soslb::clerk::Inline;
 use soslb::config::{Config, Mode};
 use soslb::ids::IdSet;
@@ -772,7 +771,7 @@ fn idle_polls_that_find_nothing_back_off() {
         t = until;
     }
     assert_eq!(board.ops(), ops, "files read while no SOS is open");
-    rank.index_changed(Level::Shared);
+    rank.index_changed();
     let Step::Idle { until } = rank.next(t, &mut board).unwrap() else {
         panic!("work while nothing is open")
     };
@@ -973,7 +972,7 @@ fn a_listed_sos_found_closed_leaves_the_index() {
         wave_with_open(&mut rank, t, 1);
         // (Woken by a watcher: the rank reads the shared index, not the
         // host's copy.)
-        rank.index_changed(Level::Shared);
+        rank.index_changed();
         let before = board.ops();
         let Step::Idle { until } = rank.next(t, &mut board).unwrap() else {
             panic!("took ids from a closed SOS")
@@ -992,8 +991,8 @@ fn a_listed_sos_found_closed_leaves_the_index() {
 /// The first idle rank of a host to poll reads the shared open index and
 /// leaves a copy on the host; the host's other idle ranks read that copy
 /// while it is less than half their poll old, and the shared index only when it is
-/// older, or when a watcher saw it change (DESIGN §6): shared reads of the
-/// index grow with the hosts, not the ranks.
+/// older, or when a watcher woke them (DESIGN §6): shared reads of the index
+/// grow with the hosts, not the ranks.
 #[test]
 fn idle_ranks_of_a_host_share_one_read_of_the_index() {
     use soslb::board::{Board, OpenIndex, memory::MemoryBoard};
@@ -1026,13 +1025,8 @@ fn idle_ranks_of_a_host_share_one_read_of_the_index() {
     assert_eq!(board.read_host_index("h").unwrap().unwrap().1, t);
     // Woken by a watcher, a rank reads the shared index whatever the copy.
     t += 0.1 * poll;
-    rank.index_changed(Level::Shared);
+    rank.index_changed();
     assert_eq!(look(&mut rank, &mut board, t), 2, "one read of the index");
-    // Woken by its host's board alone, it looks at once, and the copy it
-    // has just left serves: the shared index is left to its polls.
-    t += 0.1 * poll;
-    rank.index_changed(Level::Host);
-    assert_eq!(look(&mut rank, &mut board, t), 0, "read the shared index");
 }
 
 /// Idle polls that find nothing back off up to `poll_max` (here 0.4 s, four
