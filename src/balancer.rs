@@ -6,6 +6,7 @@
 
 use crate::board::Board;
 use crate::board::file::{self, FileBoard, JobInfo};
+use crate::board::node::{self, Presence};
 use crate::board::warn::Warnings;
 use crate::board::watch::Discovery;
 use crate::clerk::{Clerk, Outcome, Reply, Request};
@@ -74,6 +75,8 @@ pub struct Balancer {
     job_dir: PathBuf,
     /// This host's copy of the open index (removed at the end).
     host_copy: Option<PathBuf>,
+    /// The rank's hold on its run's node-local directory (let go at the end).
+    presence: Option<Presence>,
     /// The host's board, on the host's lowest rank (which removes it).
     host_board_dir: Option<PathBuf>,
     /// Warnings on stderr, rate-limited.
@@ -255,6 +258,17 @@ impl Balancer {
         );
         comm.agree(created)?;
         config.host_board &= config.mode == Mode::Full;
+        // The run's node-local directory (the hosts' copies of the index,
+        // the host's board), held while the rank runs; the host's lowest
+        // rank sweeps away those that killed jobs left.
+        let node_dir = node::run_dir(&std::env::temp_dir(), &job_dir);
+        let presence = Presence::join(&node_dir);
+        let lead = (0..comm.size()).find(|&r| topology.host(r) == topology.host(me)) == Some(me);
+        let swept = if lead {
+            node::sweep(&std::env::temp_dir(), &node_dir, node::SWEEP_AGE)
+        } else {
+            Vec::new()
+        };
         // Where hosts trade through MPI no rank posts or takes on the
         // shared board: no files of its own there.
         let join = if crate::transfer::on(&topology, &Params::from(&config)) {
@@ -282,17 +296,14 @@ impl Balancer {
             let board = board
                 .with_delay(delay)
                 .with_delays_to(delay_to)
-                .with_host_dir(&host_copies_dir(&job_dir));
+                .with_host_dir(&node_dir);
             Ok((board.with_wait_warning(wait), monitor))
         });
         let (board, mut monitor) = comm.agree(joined)?;
         // The host's own board (node-local, beside the copies of the index):
         // made by the host's lowest rank, then joined by all of its ranks.
         let (host_board, host_board_dir) = if config.host_board {
-            let dir = host_copies_dir(&job_dir)
-                .join(format!("board-{}", file::file_name_of(topology.host(me))));
-            let lead =
-                (0..comm.size()).find(|&r| topology.host(r) == topology.host(me)) == Some(me);
+            let dir = node_dir.join(format!("board-{}", file::file_name_of(topology.host(me))));
             comm.agree(if lead {
                 file::create_host_board(&dir)
             } else {
@@ -333,6 +344,12 @@ impl Balancer {
                 }
             ),
         );
+        for dir in &swept {
+            monitor.line(
+                0.0,
+                format_args!("swept {} (a killed job's node-local files)", dir.display()),
+            );
+        }
         let mut warnings = Vec::new();
         if let Some(reason) = discovery.as_ref().and_then(Discovery::fallback_reason) {
             crate::error::warn(me, reason);
@@ -401,6 +418,7 @@ impl Balancer {
             desk,
             job_dir,
             host_copy,
+            presence,
             host_board_dir,
             warner: Warnings::new(me),
             discovery,
@@ -1280,6 +1298,7 @@ impl Balancer {
             comm,
             job_dir,
             host_copy,
+            presence,
             host_board_dir,
             discovery,
             monitor,
@@ -1306,12 +1325,18 @@ impl Balancer {
                 );
             }
         }
-        // A node-local cache, whatever the outcome: each rank tries (the
-        // directory goes with the last copy of the node; a rank still
-        // looking for help reads the shared index).
-        if let Some(copy) = host_copy {
-            let _ = std::fs::remove_file(&copy);
-            let _ = copy.parent().map(std::fs::remove_dir);
+        // A node-local cache, whatever the outcome: each rank tries (a rank
+        // still looking for help reads the shared index).
+        if let Some(copy) = &host_copy {
+            let _ = std::fs::remove_file(copy);
+        }
+        // The last rank of the host out removes the directory.
+        match (presence, host_copy) {
+            (Some(p), _) => p.leave(),
+            (None, Some(copy)) => {
+                let _ = copy.parent().map(std::fs::remove_dir);
+            }
+            (None, None) => {}
         }
         result
     }
@@ -1550,21 +1575,6 @@ fn deadline_of(config: &Config, since_first: Duration, total: u64) -> Option<Dea
         total,
         window,
     ))
-}
-
-/// The node-local directory of the hosts' copies of the open index for the
-/// run in `job_dir`: `soslb-<user id>-<hash of job_dir>` in the temporary
-/// directory (`TMPDIR`, else `/tmp`).
-fn host_copies_dir(job_dir: &Path) -> PathBuf {
-    use std::hash::{DefaultHasher, Hash, Hasher};
-    // The absolute path: two jobs of one id started in different working
-    // directories with the same relative signal directory are two jobs.
-    let job_dir = std::fs::canonicalize(job_dir).unwrap_or_else(|_| job_dir.to_path_buf());
-    let mut h = DefaultHasher::new();
-    job_dir.hash(&mut h);
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let user = unsafe { libc::getuid() };
-    std::env::temp_dir().join(format!("soslb-{user}-{:016x}", h.finish()))
 }
 
 /// Whether a rank joins a new termination wave at `now`: at once when it

@@ -470,43 +470,6 @@ fn error_without_ierr_stops_the_program() {
     );
 }
 
-/// The processes of the tree rooted at `pid` (from /proc), root first.
-fn process_tree(pid: i32) -> Vec<i32> {
-    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_else(|_| Vec::new())
-        .into_iter()
-        .filter_map(|p: i32| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-            // pid (comm) state ppid ...: comm may hold blanks, so after the last ')'.
-            let ppid = stat
-                .rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
-            Some((p, ppid))
-        })
-        .collect();
-    let mut tree = vec![pid];
-    let mut k = 0;
-    while k < tree.len() {
-        let parent = tree[k];
-        tree.extend(
-            parents
-                .iter()
-                .filter(|(_, pp)| *pp == parent)
-                .map(|(p, _)| *p),
-        );
-        k += 1;
-    }
-    tree
-}
-
 /// Start slab under mpirun, wait until rank 0 of the job's run `run` has
 /// journalled twice (both slots written), then SIGKILL mpirun and every
 /// process under it (Open MPI puts the ranks in process groups of their own).
@@ -524,22 +487,7 @@ fn run_and_kill(np: usize, args: &[&str], dir: &Scratch, env: &[(&str, &str)], s
         assert!(t0.elapsed().as_secs() < 60, "no journal in {slots:?}");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let tree = process_tree(child.id() as i32);
-    for &p in &tree {
-        // SAFETY: sends a signal to processes this test started.
-        unsafe { libc::kill(p, libc::SIGKILL) };
-    }
-    let status = child.wait().expect("mpirun ends");
-    assert!(!status.success(), "mpirun was not killed: {status}");
-    // The ranks are gone too (reaped by init once orphaned).
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    for &p in &tree[1..] {
-        let alive = std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-            !s.rsplit_once(')')
-                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-        });
-        assert!(!alive, "process {p} of the killed job still runs");
-    }
+    common::kill_tree(&mut child);
 }
 
 /// `(journalled, computed in this run)` from the summary's journal line.

@@ -151,16 +151,7 @@ fn leave_in(scenario: &str, rank: usize, at: &str, when: &str) {
     let text = format!("rank {rank} failed: soslb_finalize was called{when}");
     job.assert_every_rank_failed_with(8, 8, &text);
     assert!(job.stderr.contains("still owned"), "{job}");
-    let left: Vec<PathBuf> = std::fs::read_dir(&tmp)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("soslb-")
-        })
-        .collect();
+    let left = node_dirs(&tmp);
     assert!(left.is_empty(), "node-local files left: {left:?}\n{job}");
     let _ = std::fs::remove_dir_all(&tmp);
     let latency = job.seconds_to_verdict("job.0");
@@ -394,4 +385,75 @@ fn a_lock_held_from_outside_makes_a_warning_and_no_waiting_rank_spins() {
         cpu < 0.25 * makespan,
         "{cpu} s of CPU in {makespan} s:\n{job}"
     );
+}
+
+/// The run directories (`soslb-*`) in the node-local temporary directory `tmp`.
+fn node_dirs(tmp: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("soslb-")
+        })
+        .collect()
+}
+
+#[test]
+fn the_node_local_files_of_a_killed_job_are_swept_by_the_next_job_on_the_host() {
+    let tmp = temp_dir("tmp");
+    let signals = temp_dir("killed");
+    let mut child = mpirun(
+        8,
+        &example("emulate"),
+        &[scenario("speeds8").to_str().unwrap(), "full"],
+        &signals,
+        &[
+            ("TMPDIR", tmp.to_str().unwrap()),
+            ("SOSLB_JOB_ID", "killed"),
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("mpirun starts");
+    // SIGKILL, as at a walltime, once its ranks hold the host's board.
+    wait_for("the killed job's host board", || {
+        node_dirs(&tmp).iter().any(|d| {
+            std::fs::read_dir(d).is_ok_and(|mut e| {
+                e.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("board-")))
+            })
+        })
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    common::kill_tree(&mut child);
+    let left = node_dirs(&tmp);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].join(soslb::board::node::LOCK).is_file());
+    // Untouched since long enough ago: the next job on the host sweeps it,
+    // and leaves nothing of its own.
+    let ago = soslb::board::node::SWEEP_AGE + Duration::from_secs(60);
+    std::fs::File::open(&left[0])
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - ago)
+        .unwrap();
+    let job = emulate(
+        8,
+        "speeds8",
+        &[],
+        &[("TMPDIR", tmp.to_str().unwrap()), ("SOSLB_JOB_ID", "next")],
+    );
+    assert!(job.ok, "{job}");
+    assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
+    assert_eq!(node_dirs(&tmp), Vec::<PathBuf>::new(), "{job}");
+    let logs = job.dir.join("signals/next.0/log");
+    let swept = std::fs::read_dir(&logs)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .any(|log| log.contains(&format!("swept {}", left[0].display())));
+    assert!(swept, "no log line of the sweep in {}", logs.display());
+    let _ = std::fs::remove_dir_all(&tmp);
+    let _ = std::fs::remove_dir_all(&signals);
 }

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 pub mod file;
 pub mod format;
 pub mod memory;
+pub mod node;
 pub mod warn;
 pub mod watch;
 
