@@ -93,10 +93,11 @@ impl Presence {
     }
 }
 
-/// Remove the node-local directories of this user's runs under `tmp`,
-/// other than `own`, that no rank holds and that have not changed for
+/// Remove the node-local directories of this user's runs under `tmp`
+/// (named and owned as this user's), other than `own`, that no rank holds and that have not changed for
 /// `age`: those that killed jobs left. Returns the ones removed.
 pub fn sweep(tmp: &Path, own: &Path, age: Duration) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
     if is_shared_fs(tmp).unwrap_or(true) {
         return Vec::new();
     }
@@ -109,6 +110,8 @@ pub fn sweep(tmp: &Path, own: &Path, age: Duration) -> Vec<PathBuf> {
             .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
     };
     let now = SystemTime::now();
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let me = unsafe { libc::getuid() };
     let mut swept = Vec::new();
     for dir in entries.flatten().map(|e| e.path()) {
         let named = dir.file_name().and_then(|n| n.to_str()).is_some_and(ours);
@@ -123,7 +126,7 @@ pub fn sweep(tmp: &Path, own: &Path, age: Duration) -> Vec<PathBuf> {
             .ok()
             .and_then(|m| now.duration_since(m).ok())
             .is_some_and(|a| a >= age);
-        if !meta.is_dir() || !old {
+        if !meta.is_dir() || meta.uid() != me || !old {
             continue;
         }
         // (Opened for reading only: a directory without its lock file is
