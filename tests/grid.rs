@@ -85,12 +85,17 @@ fn emulate_in(
     .expect("write the scenario");
     let mut args = vec![scenario.to_str().unwrap_or_default(), mode];
     args.extend(extra);
+    // The files are kept, the host's node-local board too: in the job's
+    // own temporary directory, which goes with it.
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).expect("make the job's TMPDIR");
     let mut env = env.to_vec();
     env.extend([
         ("SOSLB_JOB_ID", "job"),
         ("SOSLB_WARMUP", "0.3"),
         ("SOSLB_CHECK_INTERVAL", "0.1"),
         ("SOSLB_KEEP", "true"),
+        ("TMPDIR", tmp.to_str().unwrap_or_default()),
     ]);
     let (out, stdout, stderr) = common::run(mpirun(np, &example("emulate"), &args, &dir, &env));
     Job {
