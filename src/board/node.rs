@@ -76,7 +76,9 @@ impl Presence {
             .append(true)
             .open(dir.join(LOCK))
             .ok()?;
-        FileExt::lock_shared(&file).ok()?;
+        // (Never waits: a lock held exclusively is a sweep under way, or
+        // something outside soslb.)
+        FileExt::try_lock_shared(&file).ok()?;
         Some(Presence {
             file,
             dir: dir.to_path_buf(),
