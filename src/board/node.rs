@@ -28,10 +28,15 @@ pub const LOCK: &str = "ranks.lock";
 /// before another run sweeps it.
 pub const SWEEP_AGE: Duration = Duration::from_secs(60);
 
+/// This process's user.
+fn uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
 /// The prefix of this user's node-local run directories.
 fn prefix() -> String {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    format!("soslb-{}-", unsafe { libc::getuid() })
+    format!("soslb-{}-", uid())
 }
 
 /// The node-local directory, under `tmp`, of the run whose directory (on
@@ -65,10 +70,8 @@ impl Presence {
             .recursive(true)
             .mode(0o700)
             .create(dir);
-        // SAFETY: getuid has no preconditions and cannot fail.
-        let me = unsafe { libc::getuid() };
         let meta = fs::symlink_metadata(dir).ok()?;
-        if !meta.is_dir() || meta.uid() != me {
+        if !meta.is_dir() || meta.uid() != uid() {
             return None;
         }
         let file = File::options()
@@ -96,8 +99,9 @@ impl Presence {
 }
 
 /// Remove the node-local directories of this user's runs under `tmp`
-/// (named and owned as this user's), other than `own`, that no rank holds and that have not changed for
-/// `age`: those that killed jobs left. Returns the ones removed.
+/// (named and owned as this user's), other than `own`, that no rank holds
+/// and that have not changed for `age`: those that killed jobs left.
+/// Returns the ones removed.
 pub fn sweep(tmp: &Path, own: &Path, age: Duration) -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     if is_shared_fs(tmp).unwrap_or(true) {
@@ -111,9 +115,7 @@ pub fn sweep(tmp: &Path, own: &Path, age: Duration) -> Vec<PathBuf> {
         name.strip_prefix(&prefix)
             .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
     };
-    let now = SystemTime::now();
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let me = unsafe { libc::getuid() };
+    let (now, me) = (SystemTime::now(), uid());
     let mut swept = Vec::new();
     for dir in entries.flatten().map(|e| e.path()) {
         let named = dir.file_name().and_then(|n| n.to_str()).is_some_and(ours);
