@@ -261,11 +261,12 @@ impl Balancer {
         // The run's node-local directory (the hosts' copies of the index,
         // the host's board), held while the rank runs; the host's lowest
         // rank sweeps away those that killed jobs left.
-        let node_dir = node::run_dir(&std::env::temp_dir(), &job_dir);
+        let tmp = std::env::temp_dir();
+        let node_dir = node::run_dir(&tmp, &job_dir);
         let presence = Presence::join(&node_dir);
         let lead = (0..comm.size()).find(|&r| topology.host(r) == topology.host(me)) == Some(me);
         let swept = if lead {
-            node::sweep(&std::env::temp_dir(), &node_dir, node::SWEEP_AGE)
+            node::sweep(&tmp, &node_dir, node::SWEEP_AGE)
         } else {
             Vec::new()
         };
@@ -1327,16 +1328,13 @@ impl Balancer {
         }
         // A node-local cache, whatever the outcome: each rank tries (a rank
         // still looking for help reads the shared index).
-        if let Some(copy) = &host_copy {
+        if let Some(copy) = host_copy {
             let _ = std::fs::remove_file(copy);
         }
-        // The last rank of the host out removes the directory.
-        match (presence, host_copy) {
-            (Some(p), _) => p.leave(),
-            (None, Some(copy)) => {
-                let _ = copy.parent().map(std::fs::remove_dir);
-            }
-            (None, None) => {}
+        // The last rank of the host out removes the directory. (Without a
+        // hold on it, its lock file stays: a later sweep removes it.)
+        if let Some(p) = presence {
+            p.leave();
         }
         result
     }

@@ -329,6 +329,9 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
             .map(|&(v, rem, cost)| (usable(v), rem, cost.max(0.0)))
             .collect();
         let n = busy.len() as f64;
+        // The share starts after the helper's own work, or when the steal
+        // is done if that comes later (the steal passes while the helper
+        // computes).
         let start = s.steal_cost.max(s.busy_for).max(0.0);
         // The common end T of the owner's work with the earlier helpers and
         // `speed` more, whose work starts `ahead` ids in: r + sr + ahead =
@@ -402,9 +405,6 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         // second took 25 ids of an owner with 6 s of work left, and ended
         // 3 s after it).
         end = end.min(r / vj);
-        // The share starts after the helper's own work, or when the steal
-        // is done if that comes later (the steal passes while the helper
-        // computes).
         let k = (vh * (end - start)).max(0.0);
         if s.least_one && s.busy_for <= 0.0 && LEAST_ONE / vh + s.steal_cost < r / vj {
             k.max(1.0)

@@ -1010,7 +1010,6 @@ impl FileBoard {
     /// Whether the directory of the hosts' copies is there (made if
     /// `create`), and an error if it is not a directory of this user.
     fn host_dir_ready(&mut self, create: bool) -> Result<bool> {
-        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
         let Some(dir) = &self.host_dir else {
             return Ok(false);
         };
@@ -1019,20 +1018,16 @@ impl FileBoard {
         }
         if create {
             // (An error shows below: the directory is then missing or not ours.)
-            let _ = fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir);
+            super::node::make(dir);
         }
         let meta = match fs::symlink_metadata(dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(false),
             r => r.map_err(|e| Error::io(dir, e))?,
         };
-        // SAFETY: getuid has no preconditions and cannot fail.
-        let me = unsafe { libc::getuid() };
-        if !meta.is_dir() || meta.uid() != me {
+        if !super::node::is_own_dir(&meta) {
             let why = format!(
-                "not a directory of user {me}: the hosts' copies of the index are not kept there"
+                "not a directory of user {}: the hosts' copies of the index are not kept there",
+                super::node::uid()
             );
             return Err(Error::io(
                 dir,

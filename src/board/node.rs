@@ -29,7 +29,7 @@ pub const LOCK: &str = "ranks.lock";
 pub const SWEEP_AGE: Duration = Duration::from_secs(60);
 
 /// This process's user.
-fn uid() -> u32 {
+pub fn uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
     unsafe { libc::getuid() }
 }
@@ -37,6 +37,23 @@ fn uid() -> u32 {
 /// The prefix of this user's node-local run directories.
 fn prefix() -> String {
     format!("soslb-{}-", uid())
+}
+
+/// Make `dir` and its parents, readable by this user only, where they are
+/// not there (whether that worked, [`is_own_dir`] tells).
+pub fn make(dir: &Path) {
+    use std::os::unix::fs::DirBuilderExt;
+    let _ = fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir);
+}
+
+/// Whether `meta` is that of a directory of this user (not a link to one):
+/// the only kind of node-local directory soslb uses or removes.
+pub fn is_own_dir(meta: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    meta.is_dir() && meta.uid() == uid()
 }
 
 /// The node-local directory, under `tmp`, of the run whose directory (on
@@ -65,13 +82,8 @@ impl Presence {
     /// another user's, say: the hosts' copies then say so): the run goes
     /// on, and its directory, if a kill leaves it, is not swept.
     pub fn join(dir: &Path) -> Option<Presence> {
-        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-        let _ = fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir);
-        let meta = fs::symlink_metadata(dir).ok()?;
-        if !meta.is_dir() || meta.uid() != uid() {
+        make(dir);
+        if !is_own_dir(&fs::symlink_metadata(dir).ok()?) {
             return None;
         }
         let file = File::options()
@@ -103,7 +115,6 @@ impl Presence {
 /// and that have not changed for `age`: those that killed jobs left.
 /// Returns the ones removed.
 pub fn sweep(tmp: &Path, own: &Path, age: Duration) -> Vec<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
     if is_shared_fs(tmp).unwrap_or(true) {
         return Vec::new();
     }
@@ -115,7 +126,7 @@ pub fn sweep(tmp: &Path, own: &Path, age: Duration) -> Vec<PathBuf> {
         name.strip_prefix(&prefix)
             .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
     };
-    let (now, me) = (SystemTime::now(), uid());
+    let now = SystemTime::now();
     let mut swept = Vec::new();
     for dir in entries.flatten().map(|e| e.path()) {
         let named = dir.file_name().and_then(|n| n.to_str()).is_some_and(ours);
@@ -130,7 +141,7 @@ pub fn sweep(tmp: &Path, own: &Path, age: Duration) -> Vec<PathBuf> {
             .ok()
             .and_then(|m| now.duration_since(m).ok())
             .is_some_and(|a| a >= age);
-        if !meta.is_dir() || meta.uid() != me || !old {
+        if !is_own_dir(&meta) || !old {
             continue;
         }
         // (Opened for reading only: a directory without its lock file is
