@@ -3,7 +3,7 @@
 //! last on stdout:
 //!
 //! ```text
-//! result: scenario=hetero16 mode=full ranks=16 realisations=6000 missing=0 duplicates=0 makespan_s=16.9 ideal_s=16.22 efficiency=0.98 count=6000 error=0 help_d0=0 help_d1=0 help_d2=0 storage_ops=148 storage_ops_per_s_peak=32 waves=22
+//! result: scenario=hetero16 mode=full ranks=16 realisations=6000 missing=0 duplicates=0 makespan_s=16.9 ideal_s=16.22 efficiency=0.98 count=6000 error=0 help_d0=0 help_d1=0 help_d2=0 storage_ops=148 storage_ops_per_s_peak=32 waves=22 steals=0 ops_per_steal=0.00
 //! ```
 //!
 //! `help_d<d>`: realisations helpers at distance `d` took; `storage_ops`:
@@ -12,7 +12,10 @@
 //! ranks, and the most in one second of the run; `waves`: termination
 //! waves completed (`makespan_s / waves` is the mean time a wave took: a
 //! wave advances only when every rank calls MPI, so the slow ranks'
-//! realisations set its pace).
+//! realisations set its pace); `steals`: searches for help that claimed
+//! ids, and `ops_per_steal` the storage operations each made on average
+//! (index, SOS, listing of its claims, claims; on the host's board or the
+//! shared one).
 //!
 //! Realisation `id` of rank `i` started at `t` (seconds since the end of
 //! the rank's init; the makespan counts the init too) sleeps
@@ -364,10 +367,13 @@ fn run_once(
         }
         let ideal = scenario.ideal(ranks);
         let help = RankReport::help_by_distance(summary.iter().flat_map(|s| s.ranks.iter()));
+        let steals = (summary.iter().flat_map(|s| s.ranks.iter()))
+            .fold((0, 0), |a, r| (a.0 + r.steals.0, a.1 + r.steals.1));
         println!(
             "result: scenario={} mode={} ranks={ranks} realisations={} missing={missing} duplicates={duplicates} \
              makespan_s={makespan:.2} ideal_s={ideal:.2} efficiency={:.3} count={} error={} \
-             help_d0={} help_d1={} help_d2={} storage_ops={} storage_ops_per_s_peak={} waves={}",
+             help_d0={} help_d1={} help_d2={} storage_ops={} storage_ops_per_s_peak={} waves={} \
+             steals={} ops_per_steal={:.2}",
             scenario.name,
             format!("{:?}", args.mode).to_lowercase(),
             scenario.realisations,
@@ -380,6 +386,8 @@ fn run_once(
             ops_per_second.iter().sum::<u64>(),
             ops_per_second.iter().max().unwrap_or(&0),
             summary.as_ref().map_or(0, |s| s.waves),
+            steals.0,
+            steals.1 as f64 / steals.0.max(1) as f64,
         );
     } else {
         root.gather_into(&count);

@@ -3,19 +3,21 @@
 //! virtual clock) and prints one result line, like the emulator's:
 //!
 //! ```text
-//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=12.4 ideal_s=11.75 efficiency=0.95 sim_seconds=0.01 storage_ops_per_s_peak=1200 storage_ops=9000 finalize_writes=16 help_d0=310 help_d1=0 help_d2=0 transfers=0 transferred=0
+//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=12.4 ideal_s=11.75 efficiency=0.95 sim_seconds=0.01 storage_ops_per_s_peak=1200 storage_ops=9000 finalize_writes=16 help_d0=310 help_d1=0 help_d2=0 steals=40 ops_per_steal=3.1
 //! ```
 //!
 //! `help_d<d>`: realisations helpers at distance `d` took (the emulator's);
 //! `finalize_writes`: the monitor logs' writes at `finish`, one per rank, not
-//! in `storage_ops`; `transfers`, `transferred`: host transfers sent, and
-//! the ids they carried.
+//! in `storage_ops`; `steals`: searches that claimed ids, and
+//! `ops_per_steal` the storage operations they made, on average;
+//! `transfers`, `transferred`: host transfers sent, and the ids they
+//! carried.
 //! Usage: `simulate SCENARIO MODE [--storage-delay S] [--seed N] [--jitter F]
 //! [--ranks-per-host N] [--hosts-per-site N] [--trace] [--ops]`; `--trace`
 //! prints every rank's plan, SOS and AID events on stderr, in time order;
 //! `--ops` prints the shared-storage operations of each second by the kind
 //! of request that made them, and the monitor logs' lazy writes
-//! (`second=<s> storage_ops post=<n> look=<n> help=<n> unlist=<n> init=<n> log=<n>`). SCENARIO is a name of `examples/scenarios/` or a
+//! (`second=<s> storage_ops post=<n> refresh=<n> claim=<n> withdraw=<n> help=<n> log=<n>`). SCENARIO is a name of `examples/scenarios/` or a
 //! file; MODE is `static`, `warmup` or `full`.
 //! The settings are soslb's: `soslb.ron` or `SOSLB_CONFIG`, and `SOSLB_*`
 //! variables (`SOSLB_STORAGE_DELAY` is the default of `--storage-delay`).
@@ -97,11 +99,12 @@ fn run() -> Result<String, String> {
         .sum();
     let ideal = scenario.ideal(scenario.ranks);
     let help = RankReport::help_by_distance(&out.reports);
+    let steals = (out.reports.iter()).fold((0, 0), |a, r| (a.0 + r.steals.0, a.1 + r.steals.1));
     Ok(format!(
         "result: scenario={} mode={} ranks={} realisations={} missing={missing} duplicates={duplicates} \
          makespan_s={:.2} ideal_s={ideal:.2} efficiency={:.3} sim_seconds={seconds:.3} \
          storage_ops_per_s_peak={} storage_ops={} finalize_writes={} help_d0={} help_d1={} \
-         help_d2={} transfers={} transferred={}",
+         help_d2={} steals={} ops_per_steal={:.2} transfers={} transferred={}",
         scenario.name,
         format!("{mode:?}").to_lowercase(),
         scenario.ranks,
@@ -114,6 +117,8 @@ fn run() -> Result<String, String> {
         help[0],
         help[1],
         help[2],
+        steals.0,
+        steals.1 as f64 / steals.0.max(1) as f64,
         out.transfers.0,
         out.transfers.1,
     ))

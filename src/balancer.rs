@@ -4,12 +4,12 @@
 //! ([`crate::clerk`]) with the file board in a thread of its own, and owns
 //! the discovery of SOS files and the monitor log.
 
-use crate::board::Board;
 use crate::board::file::{self, FileBoard, JobInfo};
 use crate::board::node::{self, Presence};
 use crate::board::warn::Warnings;
 use crate::board::watch::Discovery;
-use crate::clerk::{Clerk, Outcome, Reply, Request};
+use crate::board::{Board, Probe};
+use crate::clerk::Clerk;
 use crate::comm::{Comm, Gather, Outgoing, Wave, check_mpi};
 use crate::config::{self, Config, Mode};
 use crate::deadline::{self, Deadline};
@@ -17,8 +17,9 @@ use crate::error::{Error, Result, code};
 use crate::ids::IdSet;
 use crate::monitor::Monitor;
 use crate::plan::WarmupReport;
-use crate::policy::{Params, Rank, RankReport, Step};
+use crate::policy::{Outcome, Params, Rank, RankReport, Reply, Request, Step};
 use crate::progress::{Figures, Progress};
+use crate::protocol::Level;
 use crate::resume::{JobJournal, Journal, Prior};
 use crate::stats::{Observables, Statistic};
 use crate::topology::Topology;
@@ -77,8 +78,9 @@ pub struct Balancer {
     host_copy: Option<PathBuf>,
     /// The rank's hold on its run's node-local directory (let go at the end).
     presence: Option<Presence>,
-    /// The host's board, on the host's lowest rank (which removes it).
-    host_board_dir: Option<PathBuf>,
+    /// The host's board (node-local), and whether this rank is the host's
+    /// lowest, which removes it.
+    host_board_dir: Option<(PathBuf, bool)>,
     /// Warnings on stderr, rate-limited.
     warner: Warnings,
     discovery: Option<Discovery>,
@@ -270,14 +272,7 @@ impl Balancer {
         } else {
             Vec::new()
         };
-        // Where hosts trade through MPI no rank posts or takes on the
-        // shared board: no files of its own there.
-        let join = if crate::transfer::on(&topology, &Params::from(&config)) {
-            FileBoard::attach
-        } else {
-            FileBoard::join
-        };
-        let joined = join(&job_dir, me, comm.size()).and_then(|board| {
+        let joined = FileBoard::open(&job_dir, me).and_then(|board| {
             let monitor = if config.log {
                 let path = board
                     .log_dir()
@@ -287,7 +282,6 @@ impl Balancer {
                 Monitor::disabled(me)
             };
             let delay = Duration::from_secs_f64(config.storage_delay);
-            let wait = Duration::from_secs_f64(config.wait_warning);
             let delay_to = match &config.emulate_grid {
                 Some(g) => (0..comm.size())
                     .map(|r| Duration::from_secs_f64(g.distance(me, r) as f64 * g.distance_delay))
@@ -298,7 +292,7 @@ impl Balancer {
                 .with_delay(delay)
                 .with_delays_to(delay_to)
                 .with_host_dir(&node_dir);
-            Ok((board.with_wait_warning(wait), monitor))
+            Ok((board, monitor))
         });
         let (board, mut monitor) = comm.agree(joined)?;
         // The host's own board (node-local, beside the copies of the index):
@@ -310,19 +304,18 @@ impl Balancer {
             } else {
                 Ok(())
             })?;
-            let wait = Duration::from_secs_f64(config.wait_warning);
-            let board =
-                FileBoard::join_host(&dir, me, comm.size()).map(|b| b.with_wait_warning(wait));
-            (Some(comm.agree(board)?), lead.then_some(dir))
+            let board = FileBoard::open(&dir, me);
+            (Some(comm.agree(board)?), Some((dir, lead)))
         } else {
             (None, None)
         };
         let discovery = if config.mode == Mode::Full {
-            comm.agree(check_locks(&comm, &topology, &job_dir))?;
             let watch = match config.discovery {
                 config::Discovery::Watch => true,
                 config::Discovery::Poll => false,
-                config::Discovery::Auto => !file::is_shared_fs(&job_dir).unwrap_or(true),
+                config::Discovery::Auto => {
+                    !crate::board::fs::is_shared_fs(&job_dir).unwrap_or(true)
+                }
             };
             Some(Discovery::new(&board.index_path(), watch))
         } else {
@@ -443,15 +436,14 @@ impl Balancer {
         })
     }
 
-    /// The storage cost timed at init, once it has arrived: a read (two
-    /// operations: open, read) is a third of the least consultation of the
-    /// board, a locked look and write (six).
+    /// The storage cost timed at init, once it has arrived: one read, one
+    /// operation.
     fn take_storage_probe(&mut self) {
         let Some(probe) = &self.storage_probe else {
             return;
         };
         match probe.try_recv() {
-            Ok(seconds) => self.rank.observe_storage(3.0 * seconds),
+            Ok(seconds) => self.rank.observe_storage(seconds),
             Err(TryRecvError::Empty) => return,
             Err(TryRecvError::Disconnected) => {}
         }
@@ -778,7 +770,6 @@ impl Balancer {
         Status {
             completed: self.rank.audit().count,
             busy: self.rank.owns_work() || !self.outgoing.is_empty(),
-            listing: self.rank.lists_shared(),
             failed: self.end.failure.is_some(),
             stop: self.end.stop,
             speed_milli: (speed * 1000.0).round() as u64,
@@ -1173,6 +1164,10 @@ impl Balancer {
         }
         let mine = self.rank.report();
         let audit = self.rank.audit();
+        let twice = match self.end.verdict {
+            Some(Verdict::Done) => self.check_claims(),
+            _ => None,
+        };
         let words = [
             mine.computed,
             mine.busy.to_bits(),
@@ -1190,8 +1185,19 @@ impl Balancer {
             mine.given_to[0],
             mine.given_to[1],
             mine.given_to[2],
+            mine.steals.0,
+            mine.steals.1,
+            u64::from(twice.is_some()),
         ];
         let all = self.comm.all_gather(&words);
+        // A claim that another rank made again: ids computed twice, named on
+        // every rank by the lowest rank that found one.
+        let twice = rows_first(&all, words.len(), 18).map(|root| {
+            let (_, text) = self
+                .comm
+                .broadcast_message(0, twice.as_deref().unwrap_or(""), root);
+            Error::Audit(text)
+        });
         let rows: Vec<&[u64]> = all.chunks_exact(words.len()).collect();
         let ranks: Vec<RankReport> = rows
             .iter()
@@ -1208,6 +1214,7 @@ impl Balancer {
                 sos_posted: w[7],
                 errors: w[8],
                 given_to: [w[13], w[14], w[15]],
+                steals: (w[16], w[17]),
             })
             .collect();
         let mut total_audit = Audit::default();
@@ -1280,16 +1287,23 @@ impl Balancer {
         if self.config.summary && self.comm.rank() == 0 {
             print!("{}", summary.table(&self.config, total));
         }
-        let result = match (self.outcome(), mismatch, audit_error) {
+        let result = match (self.outcome(), mismatch, twice, audit_error) {
             (Err(e), ..) => Err(e),
-            (_, Some(e), _) => Err(e),
-            (_, _, Some(a)) => Err(Error::Audit(a)),
+            (_, Some(e), ..) => Err(e),
+            (_, _, Some(e), _) => Err(e),
+            (_, _, _, Some(a)) => Err(Error::Audit(a)),
             _ => Ok(summary),
         };
         // The same decision on every rank: every term above is.
         let clean = result.is_ok() && !self.config.keep;
         // (Every rank's clerk has closed its descriptors: the gather above.)
-        if clean && let Err(e) = crate::board::file::remove_own(&self.job_dir, self.comm.rank()) {
+        let claims: Vec<String> = (self.rank.won().iter())
+            .filter(|w| w.0 == Level::Shared)
+            .map(|(_, owner, s)| s.claim_name(*owner))
+            .collect();
+        if clean
+            && let Err(e) = crate::board::file::remove_own(&self.job_dir, self.comm.rank(), &claims)
+        {
             crate::error::warn(
                 self.comm.rank(),
                 &format!("could not remove its signal files: {e}"),
@@ -1317,7 +1331,7 @@ impl Balancer {
             if clean && comm.rank() == 0 {
                 remove_signal_files(&job_dir, config.log);
             }
-            if let Some(dir) = &host_board_dir
+            if let Some((dir, true)) = &host_board_dir
                 && let Err(e) = std::fs::remove_dir_all(dir)
             {
                 crate::error::warn(
@@ -1339,10 +1353,10 @@ impl Balancer {
         result
     }
 
-    /// Every id is computed: an owner whose SOS is still open looks at it
-    /// once more (after the reply to a request out), so that the AID records
-    /// of helpers that drained it since its last look count in what it gave
-    /// (the summary's and the report's `given`).
+    /// Every id is computed: an owner with slots still pending claims them
+    /// (after the reply to a request out), so that the claims helpers made
+    /// since its last refresh count in what it gave (the summary's and the
+    /// report's `given`).
     fn last_look(&mut self) -> Result<()> {
         let wait = Some(Duration::from_secs_f64(TEST_INTERVAL.1));
         while self.rank.asking() {
@@ -1355,6 +1369,50 @@ impl Balancer {
             }
         }
         Ok(())
+    }
+
+    /// The claims this rank won, read again at the end (the job is done): a
+    /// claim file that now names another rank was removed during the run and
+    /// made again, and its ids were computed twice: what to tell every
+    /// rank. A claim file gone, or unreadable, is a warning.
+    fn check_claims(&mut self) -> Option<String> {
+        let me = self.comm.rank();
+        let mut shared = FileBoard::open(&self.job_dir, me).ok()?;
+        let mut host =
+            (self.host_board_dir.as_ref()).and_then(|(d, _)| FileBoard::open(d, me).ok());
+        let mut twice = None;
+        for (level, owner, slot) in self.rank.won().to_vec() {
+            let board = match (level, &mut host) {
+                (Level::Host, Some(h)) => h,
+                _ => &mut shared,
+            };
+            let path = board.claim_path(owner, &slot);
+            let warning = match board.probe(owner, &slot) {
+                Ok(Probe::Taken(Some(c))) if c.by == me => continue,
+                Ok(Probe::Taken(Some(c))) => {
+                    twice.get_or_insert_with(|| {
+                        format!(
+                            "{} names rank {} as the claimant of ids {}..{}, but rank {me}                              claimed them first: the file was removed during the run and                              made again, and those ids were computed twice",
+                            path.display(),
+                            c.by,
+                            slot.start,
+                            slot.end
+                        )
+                    });
+                    continue;
+                }
+                Ok(Probe::Free) => format!(
+                    "{} (this rank's claim of ids {}..{}) is gone: removed during the run?",
+                    path.display(),
+                    slot.start,
+                    slot.end
+                ),
+                Ok(Probe::Taken(None)) => format!("{} cannot be read back", path.display()),
+                Err(e) => format!("{e} (reading back this rank's claim)"),
+            };
+            self.warn_at_finish(warning);
+        }
+        twice
     }
 
     /// A warning at `finish`: on stderr (once), in the monitor log and in
@@ -1423,10 +1481,16 @@ impl Desk {
                             crate::ffi::panic_text(&*panic)
                         ))),
                         seconds: None,
+                        ops: [0, 0],
                         looks: (0, 0),
                         errors: Vec::new(),
                     });
                     reply.seconds = Some(t.elapsed().as_secs_f64());
+                    // Problems the boards got round themselves.
+                    reply.errors.extend(board.take_notes());
+                    if let Some(h) = &mut host {
+                        reply.errors.extend(h.take_notes());
+                    }
                     if outbox.send((reply, board.ops())).is_err() {
                         break;
                     }
@@ -1486,6 +1550,11 @@ impl Desk {
         }
         (self.ops, last)
     }
+}
+
+/// The lowest rank whose word `k` (of `n` words per rank in `all`) is set.
+fn rows_first(all: &[u64], n: usize, k: usize) -> Option<usize> {
+    all.chunks_exact(n).position(|w| w[k] != 0)
 }
 
 /// Rank 0 creates the run directory `<signal_dir>/<job id>.<run>` (the run:
@@ -1594,7 +1663,7 @@ fn joins_wave(now: f64, busy: bool, ends_soon: bool, due: f64, interval: f64) ->
 /// run directory when there are no monitor logs. A failure is a warning.
 fn remove_signal_files(job_dir: &Path, keep_logs: bool) {
     let removed = if keep_logs {
-        ["sos", "journal"]
+        ["sos", "aid"]
             .iter()
             .map(|d| std::fs::remove_dir_all(job_dir.join(d)))
             .chain(
@@ -1763,67 +1832,6 @@ fn measure_sites(comm: &Comm, topology: Topology) -> Topology {
     let hosts: Vec<String> = (0..n).map(|r| topology.host(r).to_string()).collect();
     let sites = crate::topology::measured_sites(&hosts, &groups);
     topology.with_measured_sites(&sites)
-}
-
-/// DESIGN §6: prove that file locks reach from one rank to another (on
-/// another host when there is one): rank 0 holds the lock of `job.ron`, the
-/// prober must fail to take it.
-fn check_locks(comm: &Comm, topology: &Topology, job_dir: &Path) -> Result<()> {
-    if let Some(problem) = file::mount_lock_problem(job_dir) {
-        return Err(Error::Locking {
-            path: job_dir.to_path_buf(),
-            reason: problem,
-        });
-    }
-    let prober = topology.first_remote(0).unwrap_or(1);
-    let me = comm.rank();
-    let held = if me == 0 {
-        Some(file::job_lock(job_dir))
-    } else {
-        None
-    };
-    let held_ok = comm.broadcast_string(
-        if held.as_ref().is_some_and(|h| h.is_ok()) {
-            "1"
-        } else {
-            "0"
-        },
-        0,
-    );
-    let probe = if held_ok == "1" && me == prober {
-        match file::job_lock_is_free(job_dir) {
-            Ok(true) => "free",
-            Ok(false) => "held",
-            Err(_) => "error",
-        }
-    } else {
-        "-"
-    };
-    let probe = comm.broadcast_string(probe, prober);
-    if let Some(lock) = held {
-        lock?.unlock()?;
-    }
-    let path = job_dir.join("job.ron");
-    match probe.as_str() {
-        "held" => Ok(()),
-        "free" => Err(Error::Locking {
-            path,
-            reason: format!(
-                "rank 0 on {} held its lock and rank {prober} on {} could take it too: mount the \
-                 signal directory with working locks (NFS without `nolock` or `local_lock`)",
-                topology.host(0),
-                topology.host(prober)
-            ),
-        }),
-        "-" => Err(Error::Locking {
-            path,
-            reason: "rank 0 could not take the lock of job.ron".into(),
-        }),
-        _ => Err(Error::Locking {
-            path,
-            reason: format!("rank {prober} could not try the lock of job.ron"),
-        }),
-    }
 }
 
 #[cfg(test)]

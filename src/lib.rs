@@ -8,9 +8,11 @@
 //!    after a short warm-up every rank's speed is gathered and the unfinished
 //!    ids are cut in proportion to speed ([`plan`]).
 //! 2. **SOS / AID files** on shared storage (Algorithm 2): a rank forecasting
-//!    that it will finish late posts an SOS; ranks that ran out of work take
-//!    part of its unleased tail and record it in AID records ([`policy`],
-//!    [`board`]).
+//!    that it will finish late posts an SOS, its unleased tail cut into
+//!    slots; ranks that ran out of work claim slots, each by one exclusive
+//!    create of its claim file, so that every id is computed exactly once on
+//!    any shared file system, with or without working locks ([`policy`],
+//!    [`protocol`], [`board`]).
 //! 3. **Hierarchy**: helpers prefer SOS on their host, then their site
 //!    ([`topology`]).
 //!
@@ -75,6 +77,7 @@ pub mod board;
 pub mod clerk;
 mod comm;
 pub mod config;
+pub mod cost;
 pub mod deadline;
 pub mod error;
 pub mod ffi;
@@ -83,6 +86,7 @@ pub mod monitor;
 pub mod plan;
 pub mod policy;
 pub mod progress;
+pub mod protocol;
 pub mod report;
 pub mod resume;
 pub mod scenario;

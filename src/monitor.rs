@@ -24,7 +24,8 @@
 //! previous line; the ids left are logged when the rank runs out of work and before the `verdict`, so that the
 //! `progress` lines of a rank list every id it computed), `sos-posted`,
 //! `sos-withdrawn`, `sos-closed`, `aid-received` (`helper`, `ids_len`,
-//! `ids`), `aid-given` (`owner`, `ids_len`, `ids`), `transfer-sent` (`to`,
+//! `ids`: a helper's claim of a slot), `aid-given` (`owner`, `ids_len`,
+//! `ids`: this rank's claims of another's slots), `transfer-sent` (`to`,
 //! `ids_len`, `ids`) and `transfer-received` (`from`, `ids_len`, `ids`) of
 //! host transfers ([`crate::transfer`]), `verdict` (`computed`),
 //! `finalize`, and free-text `warning` and `error` lines. Id sets are written

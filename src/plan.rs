@@ -256,10 +256,6 @@ pub struct ShareInput {
     /// Seconds a steal takes (storage operations): the share starts no
     /// sooner, and is nothing when not worth it.
     pub steal_cost: f64,
-    /// Helpers this SOS may expect (idle ranks over open SOS, at least
-    /// one): they take their shares one after the other, each holding the
-    /// owner's lock for a steal, so the common end lies that much later.
-    pub helpers: f64,
     /// Helpers nearer the owner that close this SOS alone while the farther
     /// free ranks wait their grace (0: none wait): the job's forecast end
     /// counts those, so the share ends no sooner than these close the SOS.
@@ -374,12 +370,10 @@ pub fn share(policy: HelpPolicy, s: &ShareInput) -> u64 {
         let mut end = k / vh;
         // A forecast end already past is stale (the next wave renews it).
         if s.job_left > 0.0 {
-            // The helpers' steals queue for the owner's lock; a helper
-            // that looks ahead waits in the queue while it computes its own
-            // work (its shares of sites16-one ended a steal's cost, 80 ms,
-            // after the site's end, and their helpers last).
-            let queue = (s.steal_cost * (s.helpers.max(1.0) + 1.0) / 2.0 - s.busy_for).max(0.0);
-            let mut cap = s.job_left + queue - s.risk.max(0.0);
+            // The forecast end counts no steal: a share may end one steal
+            // past it, unless the steal passes while the helper computes.
+            let steal = (s.steal_cost - s.busy_for).max(0.0);
+            let mut cap = s.job_left + steal - s.risk.max(0.0);
             if s.near_helpers > 0.0 {
                 let to_come = (s.near_helpers - n).max(1.0);
                 cap = cap.max(common_end(to_come * vh, 0.0));
@@ -586,7 +580,6 @@ mod tests {
             available: 1000,
             job_left: f64::INFINITY,
             steal_cost: 0.0,
-            helpers: 1.0,
             near_helpers: 0.0,
             busy_for: 0.0,
             risk: 0.0,
@@ -653,7 +646,7 @@ mod tests {
     }
 
     #[test]
-    fn a_helper_that_looks_ahead_waits_for_the_lock_while_it_computes() {
+    fn a_helper_that_looks_ahead_steals_while_it_computes() {
         // The job's forecast end 4 s away, a steal of 80 ms: an idle helper
         // ends a steal later, its share starting after the steal.
         let mut s = input(1000.0, 12.5, 50.0, vec![]);
@@ -786,27 +779,14 @@ mod tests {
         s.job_left = 0.3;
         s.steal_cost = 0.12;
         assert_eq!(share(HelpPolicy::Balanced, &s), 24);
-        // Another helper still works on the SOS: the share ends at the
-        // job's end and the queue for the lock (0.42 s): 15 ids.
+        // Another helper still works on the SOS: the share ends one steal
+        // past the job's end (0.42 s): 15 ids.
         s.others = vec![(50.0, 20.0, 0.0)];
         assert_eq!(share(HelpPolicy::Balanced, &s), 15);
         // A dear steal (0.4 s, the configured lateness is 0.25 s) still
         // brings four steals' worth: 2 s, less the steal, at 50/s.
         s.steal_cost = 0.4;
         assert_eq!(share(HelpPolicy::Balanced, &s), 80);
-    }
-
-    #[test]
-    fn helpers_that_queue_for_one_sos_push_the_common_end_back() {
-        // Job forecast to end in 1 s, steals of 0.1 s: alone, a helper
-        // takes 1 s of work; with five helpers queueing for the owner's
-        // lock, the last starts 0.5 s late, and the common end is 0.3 s later.
-        let mut s = input(300.0, 25.0, 50.0, vec![]);
-        s.job_left = 1.0;
-        s.steal_cost = 0.1;
-        assert_eq!(share(HelpPolicy::Balanced, &s), 50);
-        s.helpers = 5.0;
-        assert_eq!(share(HelpPolicy::Balanced, &s), 60);
     }
 
     #[test]

@@ -16,12 +16,12 @@
 
 use crate::board::Board;
 use crate::board::memory::MemoryBoard;
-use crate::clerk::{Clerk, Reply, Request};
+use crate::clerk::Clerk;
 use crate::config::{Hosts, Sites};
 use crate::error::{Error, Result};
 use crate::ids::IdSet;
 use crate::plan::WarmupReport;
-use crate::policy::{Event, Params, Rank, RankReport, Step};
+use crate::policy::{Event, Params, Rank, RankReport, Reply, Request, Step};
 use crate::scenario::Scenario;
 use crate::splitmix64;
 use crate::topology::Topology;
@@ -33,19 +33,17 @@ use std::sync::Arc;
 /// Knobs of a simulation.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Seed of the interleavings, the jitter and the busy locks.
+    /// Seed of the interleavings and the jitter.
     pub seed: u64,
     /// Each chunk takes up to this fraction longer than the scenario says, at random.
     pub jitter: f64,
-    /// About one `Try` lock in this many finds the lock busy (0: never).
-    pub busy_one_in: u64,
     /// Ranks per virtual host (0: as the scenario's layout says, else all
     /// on one host).
     pub ranks_per_host: usize,
     /// Hosts per virtual site (0: as the scenario's layout says, else one
     /// site).
     pub hosts_per_site: usize,
-    /// Destroy the SOS record of this rank at this time (a storage fault).
+    /// Destroy the SOS file of this rank at this time (a storage fault).
     pub corrupt: Option<(f64, usize)>,
     /// Give up after this many events (a rank that never terminates).
     pub max_events: u64,
@@ -60,7 +58,6 @@ impl Default for Options {
         Options {
             seed: 1,
             jitter: 0.0,
-            busy_one_in: 0,
             ranks_per_host: 0,
             hosts_per_site: 0,
             corrupt: None,
@@ -107,45 +104,42 @@ pub struct Outcome {
 }
 
 /// The kinds of shared-storage operations [`Outcome::storage_ops`] counts
-/// apart: those of requests (a post of an SOS, an owner's look at its open
-/// SOS: refresh, lease extension, withdrawal; a search for help: index
-/// reads and steals; the unlisting of a closed SOS), and the monitor logs'
-/// lazy writes ([`crate::monitor::flush_every`]; each rank writes its log
-/// once more at `finish`, which [`Outcome::finalize_writes`] counts apart),
-/// the first of which creates the file (one operation more). `init`: the
-/// creation of each rank's SOS file and journal at the start (four
-/// operations each), which ranks of a job whose hosts trade through MPI do
-/// not make ([`crate::board::file::FileBoard::attach`]).
-pub const KINDS: [&str; 6] = ["post", "look", "help", "unlist", "init", "log"];
+/// apart: those of requests (a post of an SOS, a refresh, an owner's
+/// claims of its slots, a withdrawal, a search for help: index reads, SOS
+/// reads and claims), and the monitor logs' lazy writes
+/// ([`crate::monitor::flush_every`]; each rank writes its log once more at
+/// `finish`, which [`Outcome::finalize_writes`] counts apart), the first of
+/// which creates the file (one operation more).
+pub const KINDS: [&str; 6] = ["post", "refresh", "claim", "withdraw", "help", "log"];
 
 /// The place of `request`'s kind in [`KINDS`].
 fn kind(request: &Request) -> usize {
     match request {
         Request::Post { .. } => 0,
-        Request::Own { .. } => 1,
-        Request::Help(_) => 2,
-        Request::Unlist(_) => 3,
+        Request::Refresh { .. } => 1,
+        Request::Claim { .. } => 2,
+        Request::Withdraw { .. } => 3,
+        Request::Help(_) => 4,
     }
 }
 
-/// Carry `request` of rank `i` out at `now` on the shared `board` and its
-/// host's board, timed when `delay` (seconds per operation) is: the reply,
+/// Carry `request` of rank `i` out on the shared `board` and its host's
+/// board, timed when `delay` (seconds per shared operation) is: the reply,
 /// the shared-storage operations it made, and the seconds they took (the
-/// waits for locks and the farther records' extra time included).
+/// farther SOS files' extra time included; host boards are node-local and
+/// take no time).
 fn serve_timed(
     clerk: &mut Clerk,
     request: Request,
     (board, host): (&mut MemoryBoard, Option<&mut MemoryBoard>),
-    (i, now): (usize, f64),
+    i: usize,
     delay: Option<f64>,
 ) -> (Reply, u64, f64) {
     let ops = board.ops();
-    if let Some(delay) = delay {
-        board.set_clock(now, delay, i);
-    }
+    board.set_clock(i);
     let reply = clerk.serve_on(request, board, host.map(|b| b as _));
     let touched = board.ops() - ops;
-    let seconds = touched as f64 * delay.unwrap_or(0.0) + board.waited();
+    let seconds = touched as f64 * delay.unwrap_or(0.0) + board.extra();
     (reply, touched, seconds)
 }
 
@@ -175,9 +169,8 @@ const WAVE_LATENCY: f64 = 0.01;
 const TRANSFER_LATENCY: f64 = 0.01;
 
 /// Storage operations of the longest step of a search that the verdict
-/// does not cut short: a locked look at an SOS record
-/// ([`crate::clerk::Clerk::verdict_flag`]).
-const SEARCH_STEP: f64 = 4.0;
+/// does not cut short: a claim ([`crate::clerk::Clerk::verdict_flag`]).
+const SEARCH_STEP: f64 = 1.0;
 
 /// A time that orders (simulated times are never NaN).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -222,7 +215,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     };
     let topology = Topology::new(vec!["sim".to_string(); p], &hosts, &sites);
     let distance_delay = grid.map_or(0.0, |g| g.distance_delay);
-    let mut board = MemoryBoard::new(p).with_busy_locks(opts.busy_one_in, opts.seed);
+    let mut board = MemoryBoard::new();
     if let Some(g) = grid.filter(|_| distance_delay > 0.0) {
         // The emulator slows the far path by its own layout, whatever the
         // library's hosts and sites.
@@ -236,9 +229,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     // The hosts' own boards (node-local: their operations cost the shared
     // storage nothing and take no time).
     let mut host_boards: Vec<MemoryBoard> = if params.host_board {
-        (0..topology.hosts())
-            .map(|h| MemoryBoard::of(p, (0..p).filter(|&r| topology.host_index(r) == h)))
-            .collect()
+        (0..topology.hosts()).map(|_| MemoryBoard::new()).collect()
     } else {
         Vec::new()
     };
@@ -246,10 +237,9 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         .map(|i| {
             let mut rank = Rank::new(i, scenario.realisations, params.clone(), topology.clone());
             if opts.storage_delay > 0.0 && params.mode == crate::config::Mode::Full {
-                // As the shell learns before the plan: a read of `job.ron`
-                // (two operations, timed in the background) counted as a
-                // third of a consultation.
-                rank.observe_storage(6.0 * opts.storage_delay);
+                // As the shell learns before the plan: a read of `job.ron`,
+                // timed in the background.
+                rank.observe_storage(opts.storage_delay);
             }
             rank
         })
@@ -293,6 +283,10 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     let mut inbox: Vec<Vec<(f64, usize, IdSet)>> = vec![Vec::new(); p];
     let mut idle_until: Vec<Option<f64>> = vec![None; p];
     let mut transfers = (0u64, 0u64);
+    // The waves joined after the warm-up exchange carry host transfers
+    // ([`crate::transfer::planned`]; the time of the last plan's wave).
+    let (mut waves_start, mut after_plan) = (false, false);
+    let mut planned = f64::NEG_INFINITY;
     // When each rank's monitor log was last written (as the shell's
     // [`crate::monitor::Monitor::flush_lazily`]: at an event, at most every
     // `log_every` seconds).
@@ -300,7 +294,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
     let mut logged_at: Vec<f64> = (0..p)
         .map(|r| crate::monitor::first_write(r, p) - log_every)
         .collect();
-    let (init_kind, log_kind) = (KINDS.len() - 2, KINDS.len() - 1);
+    let log_kind = KINDS.len() - 1;
     let count_ops = |ops: &mut Vec<[u64; KINDS.len()]>, now: f64, kind: usize, n: u64| {
         let second = now as usize;
         if ops.len() <= second {
@@ -308,19 +302,8 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         }
         ops[second][kind] += n;
     };
-    let with_files = ranks.iter().filter(|r| !r.trades()).count() as u64;
-    count_ops(
-        &mut storage_ops,
-        0.0,
-        init_kind,
-        crate::board::file::JOIN_OPS * with_files,
-    );
     // Whether each rank's monitor log has been created (at its first write).
     let mut log_created = vec![false; p];
-    // The waves joined after the warm-up exchange carry host transfers
-    // ([`crate::transfer::planned`]; the time of the last plan's wave).
-    let (mut waves_start, mut after_plan) = (false, false);
-    let mut planned = f64::NEG_INFINITY;
     // Requests are timed when operations cost time.
     let timed = (opts.storage_delay > 0.0 || distance_delay > 0.0).then_some(opts.storage_delay);
     while let Some(Reverse((Time(now), _, i, call))) = queue.pop() {
@@ -356,8 +339,8 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             let mut host_open = vec![0; topology.hosts()];
             let mut excess = vec![0; topology.hosts()];
             let mut free_ranks = vec![0u64; p.div_ceil(64)];
-            let mut sos_ranks = vec![0u64; p.div_ceil(64)];
             let mut fast_ranks = vec![0u64; p.div_ceil(64)];
+            let mut sos_ranks = vec![0u64; p.div_ceil(64)];
             for (r, rank) in ranks.iter().enumerate() {
                 let h = topology.host_index(r);
                 hosts[h].0 += rank.remaining();
@@ -365,8 +348,8 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                 host_open[h] += rank.sos_on_host() as u64;
                 excess[h] += rank.excess(now);
                 free_ranks[r / 64] |= u64::from(rank.is_free()) << (r % 64);
-                sos_ranks[r / 64] |= u64::from(rank.sos_open()) << (r % 64);
                 fast_ranks[r / 64] |= u64::from(rank.fast()) << (r % 64);
+                sos_ranks[r / 64] |= u64::from(rank.sos_open()) << (r % 64);
             }
             joined = Some(Job {
                 completed,
@@ -377,7 +360,10 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
                     (0..p).filter(|&r| ranks[r].is_free()),
                 )),
                 open: ranks.iter().filter(|r| r.sos_open()).count() as u64,
-                listing: ranks.iter().filter(|r| r.lists_shared()).count() as u64,
+                free_speed: (ranks.iter())
+                    .filter(|r| r.is_free())
+                    .map(Rank::speed)
+                    .sum(),
                 host_open: Arc::new(host_open),
                 hosts: Arc::new(hosts),
                 excess: Arc::new(excess),
@@ -414,10 +400,9 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         }
         let before = ranks[i].done();
         let mut step = ranks[i].next(now)?;
-        // The clerk carries a request out at once on the board (which
-        // holds the locks it takes for the time of its operations); the
-        // reply arrives when those operations are done, and the rank
-        // computes meanwhile.
+        // The clerk carries a request out at once on the board; the reply
+        // arrives when its operations are done, and the rank computes
+        // meanwhile.
         loop {
             let request = match step {
                 Step::Ask(request) => request,
@@ -447,7 +432,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             let kind = kind(&request);
             let host = host_boards.get_mut(topology.host_index(i));
             let (mut reply, touched, seconds) =
-                serve_timed(&mut clerks[i], request, (&mut board, host), (i, now), timed);
+                serve_timed(&mut clerks[i], request, (&mut board, host), i, timed);
             count_ops(&mut storage_ops, now, kind, touched);
             storage_seconds[i] += seconds;
             reply.seconds = Some(seconds);
@@ -564,7 +549,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         let mut t = verdict;
         if let Some((at, reply)) = reply {
             t = match reply.outcome {
-                crate::clerk::Outcome::Helped { .. } => {
+                crate::policy::Outcome::Helped { .. } => {
                     at.min(verdict + SEARCH_STEP * opts.storage_delay)
                 }
                 _ => at,
@@ -575,7 +560,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         if let Some(request) = ranks[i].last_look(t) {
             let host = host_boards.get_mut(topology.host_index(i));
             let (reply, _, seconds) =
-                serve_timed(&mut clerks[i], request, (&mut board, host), (i, t), timed);
+                serve_timed(&mut clerks[i], request, (&mut board, host), i, timed);
             t += seconds;
             ranks[i].reply(reply)?;
             events[i].extend(ranks[i].drain_events().map(|e| (t, e)));

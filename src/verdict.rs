@@ -24,10 +24,6 @@ pub struct Status {
     pub completed: u64,
     /// The rank owns work: ids to compute, a chunk handed out, an open SOS.
     pub busy: bool,
-    /// A request of the rank that writes the shared board's open index is
-    /// out ([`crate::policy::Rank::lists_shared`]): summed, the queue on
-    /// the index's lock.
-    pub listing: bool,
     /// The rank failed (its message follows the verdict).
     pub failed: bool,
     /// The program asked to stop early (`soslb_stop`).
@@ -76,7 +72,6 @@ impl Status {
             failed: flags & 1 != 0,
             stop: flags & 2 != 0,
             busy: flags & 4 != 0,
-            listing: false,
             speed_milli: 0,
             speed_time_milli: 0,
             sos_open: false,
@@ -127,9 +122,9 @@ pub struct Job {
     pub idle: Arc<IdleMap>,
     /// Open SOS.
     pub open: u64,
-    /// Requests out that write the shared board's open index (posts,
-    /// withdrawals, unlistings there): they queue on its lock.
-    pub listing: u64,
+    /// The free ranks' summed speed ([`Status::free`]): with their number,
+    /// the speed of a helper to come.
+    pub free_speed: f64,
     /// Each host's ids left (owned and not computed) and summed speed,
     /// realisations per second, by [`Topology::host_index`].
     pub hosts: Arc<Vec<(u64, f64)>>,
@@ -230,7 +225,7 @@ const BITMAPS: usize = 5;
 pub struct Words {
     /// `[completed, stop requests, speed in thousandths of a realisation
     /// per second, open SOS, speed times time of joining in thousandths,
-    /// requests out that write the shared index]`,
+    /// speed of the free ranks in thousandths]`,
     /// then for each host its ids left, its speed in thousandths, the SOS
     /// open on its board and its ranks' excess.
     pub sums: Vec<u64>,
@@ -268,7 +263,7 @@ impl Words {
             status.speed_milli,
             status.sos_open as u64,
             status.speed_time_milli,
-            status.listing as u64,
+            if status.free { status.speed_milli } else { 0 },
         ]);
         let h = FIXED + PER_HOST * topology.host_index(me);
         w.sums[h] = status.remaining;
@@ -317,7 +312,7 @@ impl Words {
             },
             idle: Arc::new(topology.idle_map(idle, ranks.filter(|&r| bit(free, r)))),
             open: self.sums[3],
-            listing: self.sums[5],
+            free_speed: self.sums[5] as f64 / 1000.0,
             hosts: Arc::new(hosts),
             excess: Arc::new(excess),
             free_ranks: Arc::new(free.to_vec()),
@@ -535,7 +530,7 @@ mod tests {
     }
 
     #[test]
-    fn a_wave_tells_the_job_its_speed_idle_ranks_and_index_queue_beyond_64() {
+    fn a_wave_tells_the_job_its_speed_and_idle_ranks_beyond_64() {
         let n = 130;
         let mut s = vec![busy(2); n];
         for r in [0, 64, 65, 129] {
@@ -544,14 +539,11 @@ mod tests {
         s[3].speed_milli = 1500;
         s[100].speed_milli = 2500;
         s[7].sos_open = true;
-        s[8].listing = true;
-        s[128].listing = true;
         // 13 virtual hosts of 10 ranks: 0 on host 0, 64 and 65 on host 6.
         let hosts = crate::config::Hosts::Virtual(10);
         let topology = Topology::new(vec!["m".into(); n], &hosts, &crate::config::Sites::Single);
         let job = wave(&s).job(&topology);
         assert_eq!(job.open, 1);
-        assert_eq!(job.listing, 2);
         assert_eq!(job.completed, 2 * 126 + 4);
         assert_eq!(job.speed, 4.0);
         assert_eq!(job.idle.ranks, 4);

@@ -2,7 +2,8 @@
 //! verdict and no rank hangs. Real `mpirun` runs of the emulator
 //! (`examples/emulate.rs`): ranks that leave their loop early, a signal-file
 //! write that fails, a stop asked by one rank, several loops in one program,
-//! one rank, observables that disagree, a lock held from outside the job.
+//! one rank, observables that disagree, an index or SOS file damaged from
+//! outside the job (the board heals, no rank spins).
 
 mod common;
 
@@ -192,9 +193,11 @@ fn rank_0_leaving_early_is_an_error_on_every_rank() {
 }
 
 #[test]
-fn a_failed_signal_file_write_is_an_error_on_every_rank() {
-    // Rank 15 is slow and will post an SOS; its file is made immutable
-    // first, so the write fails with EPERM (even for root) on a real kernel.
+fn a_failed_sos_file_write_costs_help_and_no_id() {
+    // Rank 15 is slow and posts an SOS; its file is made immutable, so that
+    // its next writes fail with EPERM (even for root). The SOS file only
+    // advertises the slots: the job ends with every id once, and the
+    // failure is named.
     let file = |signals: &Path| signals.join("job.0/sos/15.ron");
     let mut made_immutable = false;
     let env = [("SOSLB_KEEP", "true"), ("SOSLB_HOST_BOARD", "false")];
@@ -211,17 +214,21 @@ fn a_failed_signal_file_write_is_an_error_on_every_rank() {
         .arg(file(&job.dir.join("signals")))
         .status();
     if !made_immutable {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chattr +i is not available"
+        );
         println!(
             "SKIPPED: chattr +i is not available on {}",
             job.dir.display()
         );
         return;
     }
-    job.assert_every_rank_failed_with(16, 4, "rank 15 failed: ");
-    assert!(job.stderr.contains("sos/15.ron"), "{job}");
-    println!(
-        "liveness: rank 15's write failed: every rank had its error {:.3} s later",
-        job.seconds_to_verdict("job.0")
+    assert!(job.ok, "{job}");
+    assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
+    assert!(
+        job.stderr.contains("sos/15.ron"),
+        "the failure is not named:\n{job}"
     );
 }
 
@@ -344,47 +351,81 @@ fn observable_counts_that_differ_are_an_error_on_every_rank() {
     job.assert_every_rank_failed_with(8, 1, "rank 4 added 3");
 }
 
-#[test]
-fn a_lock_held_from_outside_makes_a_warning_and_no_waiting_rank_spins() {
-    let signals_file = |s: &Path| s.join("job.0/sos/15.ron");
-    let held = Duration::from_secs(4);
-    let env = [("SOSLB_WAIT_WARNING", "1"), ("SOSLB_HOST_BOARD", "false")];
-    let job = emulate_with(16, "midrun", &[], &env, |signals| {
-        // (The record, not the index: the index may still list an SOS
-        // that closed while its lock was busy.)
-        wait_for("rank 15's SOS", || {
-            std::fs::read_to_string(signals_file(signals))
+/// heal8 with every SOS on the shared board, its index or rank 7's SOS
+/// file damaged by `fault` once the index lists rank 7's SOS: the job's
+/// makespan and the lines of stderr that name the file.
+fn heal8(fault: Option<fn(&Path) -> PathBuf>) -> (f64, usize) {
+    let env = [("SOSLB_HOST_BOARD", "false")];
+    let mut named = None;
+    let job = emulate_with(8, "heal8", &[], &env, |signals| {
+        let Some(fault) = fault else { return };
+        let index = signals.join("job.0/open.ron");
+        wait_for("rank 7's SOS in the index", || {
+            std::fs::read_to_string(&index)
                 .unwrap_or_default()
-                .contains("Open(")
+                .contains("rank:7,")
         });
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(signals_file(signals))
-            .expect("rank 15's SOS file");
-        fs2::FileExt::lock_exclusive(&file).expect("the lock");
-        std::thread::sleep(held);
-        fs2::FileExt::unlock(&file).expect("unlock");
+        named = Some(fault(&signals.join("job.0")));
     });
     assert!(job.ok, "{job}");
     assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
-    assert!(
-        job.stderr.contains("soslb: warning:") && job.stderr.contains("waited"),
-        "no warning while the lock was held:\n{job}"
-    );
-    // The 15 other ranks together stay far below one core while they wait.
-    let cpu: f64 = job
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("rank: ") && !l.starts_with("rank: 15 "))
+    let lines = named.map_or(0, |path| {
+        let path = path.display().to_string();
+        job.stderr.lines().filter(|l| l.contains(&path)).count()
+    });
+    // The 7 fast ranks, idle once their work is done, stay far below one
+    // core while they wait for the slow one.
+    let cpu: f64 = (job.stdout.lines())
+        .filter(|l| l.starts_with("rank: ") && !l.starts_with("rank: 7 "))
         .filter_map(|l| field(l, "cpu_run_s")?.parse::<f64>().ok())
         .sum();
     let makespan = job.value("makespan_s");
-    println!("liveness: lock held {held:?}: 15 ranks used {cpu:.2} s of CPU in {makespan:.2} s");
     assert!(
         cpu < 0.25 * makespan,
         "{cpu} s of CPU in {makespan} s:\n{job}"
     );
+    (makespan, lines)
+}
+
+/// The index heals (issue 45): garbage written into `open.ron`, an emptied
+/// `open.ron`, or an SOS file replaced by a directory cost at most 2 s of
+/// makespan against the undamaged run, and each is named on stderr by a
+/// warning or a few (rate-limited: one per rank at most).
+#[test]
+fn a_damaged_index_or_sos_file_heals_within_two_seconds() {
+    let (undamaged, _) = heal8(None);
+    let faults: [(&str, fn(&Path) -> PathBuf); 3] = [
+        ("garbage in the index", |job| {
+            let p = job.join("open.ron");
+            std::fs::write(&p, "garbage\u{0}\u{ff}").unwrap();
+            p
+        }),
+        ("an emptied index", |job| {
+            let p = job.join("open.ron");
+            std::fs::write(&p, "").unwrap();
+            p
+        }),
+        ("an SOS file replaced by a directory", |job| {
+            let p = job.join("sos/7.ron");
+            std::fs::remove_file(&p).unwrap();
+            std::fs::create_dir(&p).unwrap();
+            p
+        }),
+    ];
+    for (what, fault) in faults {
+        let (makespan, lines) = heal8(Some(fault));
+        println!(
+            "liveness: {what}: makespan {makespan:.2} s, undamaged {undamaged:.2} s, {lines} lines name it"
+        );
+        assert!(
+            makespan <= undamaged + 2.0,
+            "{what}: {makespan:.2} s against {undamaged:.2} s"
+        );
+        assert!(
+            (1..=8).contains(&lines),
+            "{what}: {lines} lines name the file"
+        );
+    }
 }
 
 /// The run directories (`soslb-*`) in the node-local temporary directory `tmp`.

@@ -453,32 +453,45 @@ fn spawn_midrun(name: &str) -> (PathBuf, std::process::Child, std::time::Instant
     (dir, child, deadline)
 }
 
-/// AID records in the SOS file at `path` (read without its lock: a hint).
-fn aid_count(path: &Path) -> usize {
-    std::fs::read_to_string(path)
+/// Claims made of rank `owner`'s slots in the run directory `job`.
+fn claims_of(job: &Path, owner: usize) -> Vec<PathBuf> {
+    std::fs::read_dir(job.join("aid").join(owner.to_string()))
+        .map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect())
         .unwrap_or_default()
-        .matches("helper:")
-        .count()
 }
 
-/// Run `midrun` and, once rank 15's SOS file holds its first AID record,
-/// damage it with `fault`. The run must compute every id, and any id
-/// computed twice must come with a warning naming the file: no silent
-/// duplicates. Returns the result line and the warnings.
-fn damage_sos_after_first_aid(name: &str, fault: impl FnOnce(&Path)) -> (String, Vec<String>) {
+/// How a damaged run may end.
+#[derive(Clone, Copy, PartialEq)]
+enum Ends {
+    /// Every id exactly once.
+    Once,
+    /// Every id exactly once, or an error on every rank naming the file.
+    OnceOrNamed,
+}
+
+/// Run `midrun` and, once a helper has claimed a slot of rank 15's SOS,
+/// damage the run directory with `fault`. The run computes every id
+/// exactly once, or (`OnceOrNamed`) fails on every rank with a message
+/// naming what `fault` returned: never a silent duplicate. Returns the
+/// result line and stderr.
+fn damage_after_first_claim(
+    name: &str,
+    ends: Ends,
+    fault: impl FnOnce(&Path) -> String,
+) -> (String, String) {
     use std::time::{Duration, Instant};
     let (dir, mut child, deadline) = spawn_midrun(name);
-    let sos = wait_job_dir(&dir, deadline).join("sos/15.ron");
-    while aid_count(&sos) == 0 {
-        // A job that ended, or ran out the deadline, with no AID seen:
+    let job = wait_job_dir(&dir, deadline);
+    while claims_of(&job, 15).len() < 2 {
+        // A job that ended, or ran out the deadline, with no claim seen:
         // what it printed tells which.
         let ended = matches!(child.try_wait(), Ok(Some(_)));
         if ended || Instant::now() >= deadline {
             let _ = child.kill();
             let out = child.wait_with_output().expect("mpirun ends");
             panic!(
-                "no AID record seen in {} ({}):\n{}\n{}",
-                sos.display(),
+                "no claim of rank 15's slots seen in {} ({}):\n{}\n{}",
+                job.display(),
                 if ended { "the job ended" } else { "deadline" },
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
@@ -486,83 +499,111 @@ fn damage_sos_after_first_aid(name: &str, fault: impl FnOnce(&Path)) -> (String,
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    fault(&sos);
+    let named = fault(&job);
     let out = child.wait_with_output().expect("mpirun ends");
+    // (The immutable flag must go before the directory can.)
+    chattr("-i", &job.join("aid/15"));
     let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
     );
-    assert!(out.status.success(), "{stdout}\n{stderr}");
     let result = stdout.lines().last().unwrap_or_default().to_string();
-    assert_eq!(field(&result, "missing"), Some("0"), "{result}\n{stderr}");
-    let named: Vec<String> = stderr
-        .lines()
-        .filter(|l| l.contains(&sos.display().to_string()))
-        .map(String::from)
-        .collect();
-    let duplicates: u64 = field(&result, "duplicates")
-        .and_then(|d| d.parse().ok())
-        .expect("a duplicates= field");
-    // The owner rebuilt what helpers took from their journals.
-    assert_eq!(
-        duplicates,
-        0,
-        "ids computed twice after {} was damaged:\n{result}\n{stderr}",
-        sos.display()
-    );
-    // The damage is seen, whatever it cost.
-    assert!(
-        !named.is_empty(),
-        "nothing names {}:\n{stderr}",
-        sos.display()
-    );
-    eprintln!("{name}: {result}\n  {}", named.join("\n  "));
-    // Each warning is a whole line, and repeats are rate-limited.
-    assert!(named.len() <= 16 * 3, "{} warnings: {stderr}", named.len());
+    let once = field(&result, "missing") == Some("0") && field(&result, "duplicates") == Some("0");
+    if out.status.success() {
+        assert!(
+            once,
+            "a silent loss or duplicate after {name}:\n{result}\n{stderr}"
+        );
+    } else {
+        assert!(
+            ends == Ends::OnceOrNamed,
+            "{name}: the job failed:\n{stdout}\n{stderr}"
+        );
+        // Every rank reports the error, naming the file.
+        let naming = stderr.lines().filter(|l| l.contains(&named)).count();
+        assert!(naming >= 16, "{naming} lines name {named}:\n{stderr}");
+    }
+    eprintln!("{name}: {result}");
     let _ = std::fs::remove_dir_all(dir);
-    (result, named)
+    (result, stderr)
 }
 
-/// Overwrite `path` with `bytes` under its lock, between two accesses of
-/// the ranks: written unlocked, the damage could fall between a helper's
-/// read and its write, and that write would repair it unseen.
-fn damage_under_lock(path: &Path, bytes: &[u8]) {
-    use fs2::FileExt;
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    file.lock_exclusive().unwrap();
-    file.set_len(0).unwrap();
-    file.write_all(bytes).unwrap();
-    file.sync_all().unwrap();
-    FileExt::unlock(&file).unwrap();
+/// Overwrite `path` with `bytes` in place, as a stray program would.
+fn overwrite(path: &Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap();
 }
 
 #[test]
-fn garbage_written_into_an_open_sos_file_after_help_began_is_reported() {
-    damage_sos_after_first_aid("garbage", |sos| {
-        damage_under_lock(sos, "garbage\u{0}\u{ff} (rank: 15, seq".as_bytes());
+fn garbage_written_into_an_open_sos_file_costs_no_id() {
+    damage_after_first_claim("garbage", Ends::Once, |job| {
+        let sos = job.join("sos/15.ron");
+        overwrite(&sos, "garbage\u{0}\u{ff} (rank: 15, seq".as_bytes());
+        sos.display().to_string()
     });
 }
 
 #[test]
-fn an_open_sos_file_emptied_after_help_began_is_reported() {
-    damage_sos_after_first_aid("empty", |sos| damage_under_lock(sos, b""));
+fn an_open_sos_file_emptied_costs_no_id() {
+    damage_after_first_claim("empty", Ends::Once, |job| {
+        let sos = job.join("sos/15.ron");
+        overwrite(&sos, b"");
+        sos.display().to_string()
+    });
 }
 
 #[test]
-fn a_stale_copy_renamed_over_an_open_sos_file_is_reported_as_replaced() {
-    let (_, named) = damage_sos_after_first_aid("renamed", |sos| {
-        // `cp` now, `mv` back once more help was recorded.
+fn a_stale_copy_renamed_over_an_open_sos_file_costs_no_id() {
+    damage_after_first_claim("renamed", Ends::Once, |job| {
+        // `cp` now, `mv` back once more slots were claimed: helpers that
+        // read the copy try slots already taken, and lose those claims.
+        let sos = job.join("sos/15.ron");
         let copy = sos.with_extension("copy");
-        std::fs::copy(sos, &copy).unwrap();
-        let n = aid_count(sos);
+        std::fs::copy(&sos, &copy).unwrap();
+        let n = claims_of(job, 15).len();
         let t = std::time::Instant::now();
-        while aid_count(sos) < n + 2 && t.elapsed() < std::time::Duration::from_millis(500) {
+        while claims_of(job, 15).len() < n + 2 && t.elapsed() < std::time::Duration::from_secs(2) {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        std::fs::rename(&copy, sos).unwrap();
+        std::fs::rename(&copy, &sos).unwrap();
+        sos.display().to_string()
     });
-    assert!(named.iter().any(|l| l.contains("replaced")), "{named:#?}");
+}
+
+#[test]
+fn a_claim_file_deleted_by_hand_is_no_silent_duplicate() {
+    // A helper's claim removed: if its owner then claims the slot again,
+    // those ids are computed twice, and finalize names the file on every
+    // rank; if not, every id once.
+    damage_after_first_claim("deleted", Ends::OnceOrNamed, |job| {
+        let claims = claims_of(job, 15);
+        let last = claims.iter().max().expect("a claim").clone();
+        std::fs::remove_file(&last).unwrap();
+        last.display().to_string()
+    });
+}
+
+/// `chattr` on `path` (root, on a file system with the immutable flag).
+fn chattr(flag: &str, path: &Path) -> bool {
+    std::process::Command::new("chattr")
+        .arg(flag)
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn an_unwritable_claim_directory_is_an_error_on_every_rank_or_costs_no_id() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("CI").is_none(), "chattr needs root");
+        eprintln!("SKIPPED: not root: chattr +i needs root");
+        return;
+    }
+    damage_after_first_claim("immutable", Ends::OnceOrNamed, |job| {
+        let dir = job.join("aid/15");
+        assert!(chattr("+i", &dir), "chattr +i {} failed", dir.display());
+        dir.display().to_string()
+    });
 }
 
 #[test]

@@ -1,24 +1,18 @@
 //! Signal-file bodies: RON behind a one-line header carrying the format
-//! version, a checksum, the body's length and the file's write sequence
-//! number (DESIGN §6), then padding.
+//! version, a checksum, the body's length and a write sequence number
+//! (DESIGN §6).
 //!
 //! ```text
-//! // soslb-signal 2 fnv1a64=0123456789abcdef len=39 wseq=17
-//! (rank:3,seq:2,state:Closed,aids:[])
-//! <spaces up to the file's size>
+//! // soslb-signal 3 fnv1a64=0123456789abcdef len=31 wseq=0
+//! (rank:3,seq:2,state:Closed)
 //! ```
 //!
-//! - The checksum covers the write sequence number and the body.
-//! - Files are padded with spaces to a multiple of [`BLOCK`] bytes and never
-//!   shrink, so the size a client has cached (FUSE and NFS clients may serve
-//!   a file's size from a cache) is nearly always the true one; where it is
-//!   not, the body comes out short and [`decode`] says so.
-//! - Every write increments `wseq`: a reader that remembers a higher number
-//!   than the file holds has found an older copy of the file put in place.
-//!
-//! Files are rewritten in place, so a reader that does not hold the lock may
-//! catch a write midway: the length or checksum then disagrees and
-//! [`decode`] answers [`Decoded::Torn`] instead of guessing.
+//! - The checksum covers the write sequence number and the body: a body cut
+//!   short, or garbage, is [`Decoded::Torn`], never read as something else.
+//! - The board's files are replaced whole by rename (wseq 0, no padding).
+//!   The completion journal ([`crate::resume`]) rewrites its slots in
+//!   place: padded with spaces to a multiple of [`BLOCK`] bytes, so that a
+//!   file never shrinks, and numbered by `wseq`.
 
 use crate::error::{Error, Result};
 use serde::Serialize;
@@ -26,7 +20,7 @@ use serde::de::DeserializeOwned;
 use std::path::Path;
 
 /// The version of the signal-file format written by this build.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Signal files are padded to a multiple of this many bytes.
 pub const BLOCK: usize = 4096;
@@ -46,19 +40,8 @@ fn fnv1a64(parts: &[&[u8]]) -> u64 {
         })
 }
 
-fn checksum(wseq: u64, ino: u64, body: &[u8]) -> u64 {
-    if ino == 0 {
-        fnv1a64(&[wseq.to_string().as_bytes(), b"\n", body])
-    } else {
-        let ino = ino.to_string();
-        fnv1a64(&[
-            wseq.to_string().as_bytes(),
-            b"\n",
-            ino.as_bytes(),
-            b"\n",
-            body,
-        ])
-    }
+fn checksum(wseq: u64, body: &[u8]) -> u64 {
+    fnv1a64(&[wseq.to_string().as_bytes(), b"\n", body])
 }
 
 /// The text of a signal file holding `body` with write sequence number 0,
@@ -78,28 +61,11 @@ pub fn encode<T: Serialize>(body: &T) -> String {
 ///
 /// Only if RON cannot represent `T`, which never happens for the board's records.
 pub fn encode_record<T: Serialize>(body: &T, wseq: u64) -> String {
-    encode_stamped(body, wseq, 0)
-}
-
-/// [`encode_record`], stamped with the inode number `ino` of the file it
-/// is written to (0: no stamp). A copy of the file put in place by rename
-/// has another inode than its stamp says: even a rank that never saw the
-/// original before can tell it is not the job's file.
-///
-/// # Panics
-///
-/// Only if RON cannot represent `T`, which never happens for the board's records.
-pub fn encode_stamped<T: Serialize>(body: &T, wseq: u64, ino: u64) -> String {
     let mut ron = ron::to_string(body).expect("the board's records are representable in RON");
     ron.push('\n');
-    let stamp = if ino == 0 {
-        String::new()
-    } else {
-        format!(" ino={ino}")
-    };
     format!(
-        "{MAGIC}{FORMAT_VERSION} fnv1a64={:016x} len={} wseq={wseq}{stamp}\n{ron}",
-        checksum(wseq, ino, ron.as_bytes()),
+        "{MAGIC}{FORMAT_VERSION} fnv1a64={:016x} len={} wseq={wseq}\n{ron}",
+        checksum(wseq, ron.as_bytes()),
         ron.len()
     )
 }
@@ -132,8 +98,6 @@ pub struct Record<T> {
     pub body: T,
     /// The file's write sequence number when it was written.
     pub wseq: u64,
-    /// The inode number of the file it was written to (0: not stamped).
-    pub ino: u64,
 }
 
 /// What a signal file held.
@@ -195,15 +159,10 @@ pub fn decode_record<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<D
     let sum = fields.next().and_then(|f| f.strip_prefix("fnv1a64="));
     let len = fields.next().and_then(|f| f.strip_prefix("len="));
     let wseq = fields.next().and_then(|f| f.strip_prefix("wseq="));
-    let ino = match fields.next() {
-        None => Some(Ok(0)),
-        Some(f) => f.strip_prefix("ino=").map(str::parse::<u64>),
-    };
-    let (Some(Ok(sum)), Some(Ok(len)), Some(Ok(wseq)), Some(Ok(ino)), None) = (
+    let (Some(Ok(sum)), Some(Ok(len)), Some(Ok(wseq)), None) = (
         sum.map(|s| u64::from_str_radix(s, 16)),
         len.map(str::parse::<usize>),
         wseq.map(str::parse::<u64>),
-        ino,
         fields.next(),
     ) else {
         return torn("unreadable checksum, length or write number in the header".into());
@@ -222,7 +181,7 @@ pub fn decode_record<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<D
             nl + 1 + len + k
         ));
     }
-    if checksum(wseq, ino, body) != sum {
+    if checksum(wseq, body) != sum {
         return torn("checksum mismatch".into());
     }
     let body = match std::str::from_utf8(body) {
@@ -235,11 +194,7 @@ pub fn decode_record<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<D
         }
     };
     match ron::from_str(body) {
-        Ok(value) => Ok(Decoded::Body(Record {
-            body: value,
-            wseq,
-            ino,
-        })),
+        Ok(value) => Ok(Decoded::Body(Record { body: value, wseq })),
         Err(e) => Err(Error::Corrupt {
             path: path.to_owned(),
             reason: format!(
@@ -255,8 +210,8 @@ pub fn decode_record<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<D
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::board::{Post, Sos, SosState};
     use crate::ids::IdSet;
+    use crate::protocol::{Post, Sos, SosState, cut};
 
     fn sample() -> Sos {
         Sos {
@@ -269,10 +224,10 @@ mod tests {
                 host: "node-7 \"ä\"".into(),
                 site: "b".into(),
                 opened_at: 1.0,
-                updated_at: 2.0,
-                tail: IdSet::from_range(10..50),
+                at: 2.0,
+                slots: cut(&IdSet::from_range(10..50), 2, 0, &[8, 8, 16]),
+                helped: vec![],
             }),
-            aids: vec![],
         }
     }
 
@@ -283,7 +238,7 @@ mod tests {
     #[test]
     fn round_trip() {
         let text = encode(&sample());
-        assert!(text.starts_with("// soslb-signal 2 fnv1a64="));
+        assert!(text.starts_with("// soslb-signal 3 fnv1a64="));
         assert_eq!(
             decode::<Sos>(&text, path()).unwrap(),
             Decoded::Body(sample())
@@ -318,10 +273,10 @@ mod tests {
 
     #[test]
     fn other_version_is_corrupt() {
-        let text = encode(&sample()).replacen("signal 2 ", "signal 7 ", 1);
+        let text = encode(&sample()).replacen("signal 3 ", "signal 7 ", 1);
         let err = decode::<Sos>(&text, path()).unwrap_err().to_string();
         assert!(
-            err.contains("/x/sos/3.ron") && err.contains("version 7") && err.contains("version 2"),
+            err.contains("/x/sos/3.ron") && err.contains("version 7") && err.contains("version 3"),
             "{err}"
         );
     }
@@ -330,8 +285,8 @@ mod tests {
     fn valid_checksum_over_invalid_ron_is_corrupt() {
         let body = "(rank: 3, seq: 2,\n state: Half, aids: [])\n";
         let text = format!(
-            "// soslb-signal 2 fnv1a64={:016x} len={} wseq=4\n{body}",
-            checksum(4, 0, body.as_bytes()),
+            "// soslb-signal 3 fnv1a64={:016x} len={} wseq=4\n{body}",
+            checksum(4, body.as_bytes()),
             body.len()
         );
         let err = decode::<Sos>(&text, path()).unwrap_err();
@@ -356,17 +311,10 @@ mod tests {
             Decoded::Body(Record {
                 body: sample(),
                 wseq: 41,
-                ino: 0
             })
         );
-        // Stamped with its inode: read back; a forged stamp breaks the checksum.
-        let text = encode_stamped(&sample(), 41, 977);
-        assert!(text.lines().next().unwrap().ends_with("wseq=41 ino=977"));
-        match decode_record::<Sos>(text.as_bytes(), path()).unwrap() {
-            Decoded::Body(r) => assert_eq!((r.wseq, r.ino), (41, 977)),
-            other => panic!("{other:?}"),
-        }
-        let forged = text.replacen("ino=977", "ino=978", 1);
+        // A forged write number breaks the checksum.
+        let forged = text.replacen("wseq=41", "wseq=42", 1);
         assert!(matches!(
             decode_record::<Sos>(forged.as_bytes(), path()).unwrap(),
             Decoded::Torn(_)

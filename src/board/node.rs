@@ -15,7 +15,7 @@
 //! board so, for a post-mortem) is never swept, nor is anything on a shared
 //! temporary directory, where a lock may not be seen from another host.
 
-use super::file::is_shared_fs;
+use super::fs::is_shared_fs;
 use fs2::FileExt;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};

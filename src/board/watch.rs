@@ -1,8 +1,9 @@
 //! Waking idle helpers without spinning (DESIGN §6, discovery).
 //!
-//! On a local file system a native watcher (inotify) on `open.ron` wakes a
-//! waiting helper as soon as the index is rewritten. On a shared file system
-//! ([`super::file::is_shared_fs`]) inotify only sees this host's writes, so
+//! On a local file system a native watcher (inotify) on the directory of
+//! `open.ron` wakes a waiting helper as soon as the index is replaced (its
+//! writers rename a new body over it, so the file itself cannot be watched). On a shared file system
+//! ([`super::fs::is_shared_fs`]) inotify only sees this host's writes, so
 //! helpers poll: [`Discovery::wait`] then just sleeps, and the caller reads
 //! the index after each wait.
 
@@ -20,6 +21,8 @@ pub struct Discovery {
     /// The watcher (dropping it stops its thread) and its events.
     watch: Option<(RecommendedWatcher, Receiver<notify::Result<Event>>)>,
     fallback: Option<String>,
+    /// The index's path, as the watcher's events name it.
+    index: std::path::PathBuf,
 }
 
 impl Discovery {
@@ -28,24 +31,27 @@ impl Discovery {
     /// If the watcher cannot be set up, polls and remembers why
     /// ([`Discovery::fallback_reason`]).
     pub fn new(open_index_path: &Path, watch: bool) -> Discovery {
+        let index = open_index_path.to_path_buf();
         if !watch {
             return Discovery {
                 watch: None,
                 fallback: None,
+                index,
             };
         }
         let (tx, rx) = mpsc::channel();
-        let watcher = notify::recommended_watcher(tx).and_then(|mut w| {
-            w.watch(open_index_path, RecursiveMode::NonRecursive)
-                .map(|()| w)
-        });
+        let dir = open_index_path.parent().unwrap_or(Path::new("."));
+        let watcher = notify::recommended_watcher(tx)
+            .and_then(|mut w| w.watch(dir, RecursiveMode::NonRecursive).map(|()| w));
         match watcher {
             Ok(w) => Discovery {
                 watch: Some((w, rx)),
                 fallback: None,
+                index,
             },
             Err(e) => Discovery {
                 watch: None,
+                index,
                 fallback: Some(format!(
                     "cannot watch {}: {e}; polling it instead",
                     open_index_path.display()
@@ -76,7 +82,7 @@ impl Discovery {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
-                Ok(event) if !wakes(&event) => continue,
+                Ok(event) if !wakes(&event, &self.index) => continue,
                 Ok(_) => {
                     while rx.try_recv().is_ok() {}
                     return true;
@@ -93,17 +99,16 @@ impl Discovery {
     }
 }
 
-/// Whether an event may mean the index changed. Opens, reads and closes do
-/// not: every helper's poll opens the file, and closing a descriptor open
-/// for writing is reported as a close after writing even when nothing was
-/// written (the first rank to finish dropped its board, whose descriptor
-/// of the index is open for writing to take its lock, and woke every idle
-/// rank: at 0.2 s per operation each then read the index, 0.4 s, before
-/// the verdict reached it); a write is reported as a modification.
-/// Watcher errors (a lost event queue) wake, to be safe.
-fn wakes(event: &notify::Result<Event>) -> bool {
+/// Whether an event may mean the index changed: a change to `index` (a
+/// new body renamed over it) other than an access (every helper's poll
+/// opens and reads it). Watcher errors (a lost event queue) wake, to be
+/// safe.
+fn wakes(event: &notify::Result<Event>, index: &Path) -> bool {
     match event {
-        Ok(e) => !matches!(e.kind, EventKind::Access(_)),
+        Ok(e) => {
+            !matches!(e.kind, EventKind::Access(_))
+                && e.paths.iter().any(|p| p.file_name() == index.file_name())
+        }
         Err(_) => true,
     }
 }

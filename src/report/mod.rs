@@ -11,9 +11,9 @@
 //! - **own**: the ids the rank owned as its own work: its initial block, or
 //!   after Algorithm 1's plan the quota plus what it computed of its block
 //!   before the plan;
-//! - **received**: ids it took from others' SOS (its `aid-given` lines) or
-//!   received in host transfers (its `transfer-received` lines);
-//! - **given**: ids others took from its SOS or received from it (their
+//! - **received**: ids it claimed from others' SOS (its `aid-given` lines)
+//!   or received in host transfers (its `transfer-received` lines);
+//! - **given**: ids others claimed from its SOS or received from it (their
 //!   `aid-given` and `transfer-received` lines);
 //! - **computed**: the ids of its `progress` lines, so that
 //!   own + received − given = computed when nothing was lost;

@@ -1,8 +1,8 @@
 //! Reading monitor logs back: one [`Record`] per whole line (the format is
 //! in [`crate::monitor`]). Pure: text in, records and warnings out.
 
-use crate::board::Aid;
 use crate::ids::IdSet;
+use crate::policy::Aid;
 use crate::policy::Event;
 
 /// What one log line says: the state machine's events as
@@ -157,8 +157,6 @@ pub fn parse_line(line: &str) -> Result<Record, String> {
                 ids: ids("ids")?,
                 at: num(f, "at")?,
                 speed: num(f, "helper_speed")?,
-                busy_for: 0.0,
-                steal_cost: 0.0,
             },
         },
         _ => {

@@ -1,0 +1,167 @@
+//! The cost model: every threshold of Algorithm 2 follows from a few
+//! measured quantities (DESIGN §10).
+//!
+//! Measured, per rank:
+//!
+//! - `op[level]`: seconds one storage operation takes on the shared board
+//!   and on the host's (node-local) board, timed by the clerk;
+//! - the rank's speed `v` and the spread `σ` of one realisation's time
+//!   ([`crate::speed`]);
+//! - the job's forecast end, from the termination waves.
+//!
+//! Configured: the check interval `Δ`, the paper's lateness `δτ`, the poll
+//! interval.
+//!
+//! What the protocol's steps cost, in operations ([`crate::board`]): a post
+//! writes the SOS aside and renames it, then reads, writes aside and renames
+//! the index ([`POST_OPS`]); a refresh looks at a few claims and writes the
+//! SOS ([`REFRESH_OPS`]); a claim is one exclusive create; a steal reads the
+//! index and an SOS and claims ([`STEAL_OPS`]). The rank never waits for
+//! these: its clerk makes them while it computes.
+//!
+//! From these:
+//!
+//! - **help delay** of a board: a post, half a poll and a steal: the
+//!   soonest help can start after a rank finds it is late;
+//! - **post threshold**: lateness worth an SOS, `max(δτ, help delay)`: help
+//!   that comes after the owner would have finished saves nothing;
+//! - **slow storage**: a board whose help delay exceeds a check interval;
+//!   there lateness is judged at the rank's steadier speed (a fluctuation
+//!   shorter than the help delay is over before help comes);
+//! - **own period**: seconds of work per lease and between two refreshes,
+//!   `max(Δ, refresh)`: the clerk keeps up with its owner;
+//! - **lease**: an own period of work, no more than the rank computes by
+//!   the job's forecast end less [`RISK`] spreads, no less than two claims'
+//!   worth (the next claim comes while it computes);
+//! - **slots**: a post cuts its tail into slots of one lease, one lease,
+//!   then doubling ([`GROWTH`]) toward the back, where helpers take first;
+//! - **look ahead**: a rank asks for its next share one steal before its
+//!   work runs out;
+//! - **share**: what a helper computes by the common end of owner and
+//!   helpers, capped by the job's forecast end ([`crate::plan::share`]);
+//!   a slot is claimed only if its work at the owner's speed is worth a
+//!   claim.
+
+use crate::protocol::Level;
+
+/// Operations of a post: the SOS written aside and renamed, the index read,
+/// written aside and renamed.
+pub const POST_OPS: f64 = 5.0;
+
+/// Operations of a refresh: a look at the back slot's claim and the SOS
+/// written aside and renamed (the index is read only to heal it).
+pub const REFRESH_OPS: f64 = 3.0;
+
+/// Operations of a steal: the index, the SOS, the claim.
+pub const STEAL_OPS: f64 = 3.0;
+
+/// Standard deviations of a rank's realisation time that its lease and its
+/// shares keep clear of the job's forecast end, so that the last
+/// realisations go to the ranks that finish them soonest.
+pub const RISK: f64 = 2.0;
+
+/// The ratio of two neighbouring slots' sizes: each slot as large as all
+/// those in front of it, so that a share of any size is made of few claims.
+pub const GROWTH: u64 = 2;
+
+/// Refreshes in a row that find no new claim double the own period, up to
+/// this many times: owners that nobody helps leave the storage alone.
+pub const QUIET_DOUBLINGS: u32 = 2;
+
+/// The steady speed spans this many speed windows.
+pub const STEADY_WINDOWS: f64 = 4.0;
+
+/// Seconds of storage time the early looks of the whole job may take per
+/// second: ranks looking ahead while early (sites, DESIGN §7) space their
+/// looks so that the job's looks stay within it.
+pub const EARLY_LOOKS: f64 = 64.0;
+
+/// The measured and configured quantities, and what follows from them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Costs {
+    /// Seconds per storage operation on the shared board and the host's
+    /// ([`Costs::of`]).
+    pub op: [f64; 2],
+    /// The check interval `Δ`.
+    pub check_interval: f64,
+    /// The paper's `δτ`.
+    pub late_threshold: f64,
+    /// Seconds between two polls of the index.
+    pub poll: f64,
+}
+
+impl Costs {
+    /// Seconds per operation on `level`'s board.
+    pub fn op(&self, level: Level) -> f64 {
+        self.op[slot(level)]
+    }
+
+    /// Seconds from a post to the start of help on `level`'s board.
+    pub fn help_delay(&self, level: Level) -> f64 {
+        (POST_OPS + STEAL_OPS) * self.op(level) + self.poll / 2.0
+    }
+
+    /// Lateness worth a post on `level`'s board.
+    pub fn post_threshold(&self, level: Level) -> f64 {
+        self.late_threshold.max(self.help_delay(level))
+    }
+
+    /// Whether help on `level`'s board comes later than a check interval.
+    pub fn slow(&self, level: Level) -> bool {
+        self.help_delay(level) > self.check_interval
+    }
+
+    /// Seconds of work per lease and between two refreshes of an SOS on
+    /// `level`'s board, `quiet` refreshes in a row having found nothing.
+    pub fn own_period(&self, level: Level, quiet: u32) -> f64 {
+        let period = self.check_interval.max(REFRESH_OPS * self.op(level));
+        period * f64::from(1u32 << quiet.min(QUIET_DOUBLINGS))
+    }
+
+    /// Seconds a claim on `level`'s board takes.
+    pub fn claim(&self, level: Level) -> f64 {
+        self.op(level)
+    }
+
+    /// Seconds a steal on `level`'s board takes.
+    pub fn steal(&self, level: Level) -> f64 {
+        STEAL_OPS * self.op(level)
+    }
+}
+
+/// The place of `level` in pairs of figures by board: the shared board
+/// first, then the host's.
+pub fn slot(level: Level) -> usize {
+    match level {
+        Level::Shared => 0,
+        Level::Host => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_storage_raises_the_post_threshold_and_the_own_period() {
+        let fast = Costs {
+            op: [0.0005, 0.00001],
+            check_interval: 0.25,
+            late_threshold: 0.25,
+            poll: 0.1,
+        };
+        assert_eq!(fast.post_threshold(Level::Shared), 0.25);
+        assert!(!fast.slow(Level::Shared));
+        assert_eq!(fast.own_period(Level::Shared, 0), 0.25);
+        assert_eq!(fast.own_period(Level::Shared, 5), 1.0);
+        let slow = Costs {
+            op: [0.2, 0.00001],
+            ..fast
+        };
+        // 8 operations and half a poll.
+        assert!((slow.post_threshold(Level::Shared) - 1.65).abs() < 1e-9);
+        assert!(slow.slow(Level::Shared) && !slow.slow(Level::Host));
+        assert!((slow.own_period(Level::Shared, 0) - 0.6).abs() < 1e-9);
+        assert_eq!(slow.own_period(Level::Host, 0), 0.25);
+    }
+}

@@ -1,0 +1,1116 @@
+//! The rank's state machine (DESIGN §4, §5), driven by time and events.
+//!
+//! [`Rank`] makes every decision of a rank: which chunk to compute, when the
+//! warm-up ends, when to post, refresh or withdraw an SOS, which of its
+//! slots to claim next, when to look for help to give. It reads no clock,
+//! makes no MPI call and touches no file: time comes in as seconds since
+//! the job's common start, the board's work goes out as requests to the
+//! rank's clerk ([`Step::Ask`], [`crate::clerk`]) whose replies come back in
+//! ([`Rank::reply`]), and the one collective (the warm-up exchange) goes out
+//! as [`Step::Exchange`]. The MPI shell ([`crate::Balancer`]) and the
+//! simulator drive the same code.
+//!
+//! - [`owner`]: the SOS owner's decisions (post, refresh, claim, withdraw);
+//! - [`helper`]: the helper's, pure (which SOS, how many ids, which slots);
+//! - [`request`]: the messages between a rank and its clerk.
+//!
+//! # The ids of a rank
+//!
+//! Its *lease* it may compute at once. Ids it posted wait in *pending*
+//! slots: the rank computes one only after its own claim of the slot wins;
+//! a claim lost, or a claim found by a refresh, says a helper has it. So at
+//! every instant each id is the lease of one rank, or in one slot.
+
+use crate::config::{Config, Mode};
+use crate::cost::{Costs, STEADY_WINDOWS, slot};
+use crate::error::{Error, Result};
+use crate::ids::IdSet;
+use crate::plan::{HelpPolicy, Plan, WarmupReport, initial_block, rescale};
+use crate::protocol::{Claim, Entry, Level, Slot};
+use crate::speed::{Speed, forecast};
+use crate::topology::{IdleMap, Topology};
+use crate::verdict::{Audit, Job, hosts_end};
+use std::ops::Range;
+use std::sync::Arc;
+
+pub mod helper;
+mod owner;
+pub mod request;
+mod trade;
+
+pub use request::{Outcome, Reply, Request, Search, Taken};
+
+/// The numbers of the config the state machine uses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    /// Static, Warmup or Full.
+    pub mode: Mode,
+    /// Warm-up window `t_l`, seconds.
+    pub warmup: f64,
+    /// Speed window, seconds of computing.
+    pub speed_window: f64,
+    /// Seconds between checks.
+    pub check_interval: f64,
+    /// `δτ`, seconds.
+    pub late_threshold: f64,
+    /// Target seconds per chunk.
+    pub chunk_time: f64,
+    /// Share policy of helpers.
+    pub help_policy: HelpPolicy,
+    /// Seconds a far helper waits per unit of distance.
+    pub grace: f64,
+    /// Seconds between two looks at the open index while idle.
+    pub poll_interval: f64,
+    /// Seconds between two looks at the open index while idle, at most:
+    /// polls that find nothing back off up to this.
+    pub poll_max: f64,
+    /// There is a board per host: an SOS goes on the shared board only when
+    /// the owner's host as a whole will be late.
+    pub host_board: bool,
+    /// Ranks from which on a job is large ([`LARGE_JOB`]).
+    pub large_job: usize,
+}
+
+/// The default of the config's `large_job`: ranks from which on a job is
+/// large, and its hosts trade their drift through MPI ([`crate::transfer`])
+/// instead of SOS files on the shared storage (DESIGN §6: at scale the
+/// shared server's load matters more than a helper's latency).
+pub const LARGE_JOB: usize = 1000;
+
+impl From<&Config> for Params {
+    fn from(c: &Config) -> Self {
+        Params {
+            mode: c.mode,
+            warmup: c.warmup_seconds(),
+            speed_window: c.speed_window,
+            check_interval: c.check_interval,
+            late_threshold: c.late_threshold,
+            chunk_time: c.chunk_time,
+            help_policy: c.help_policy,
+            grace: c.grace,
+            poll_interval: c.poll_interval,
+            poll_max: c.poll_max,
+            host_board: c.host_board,
+            large_job: c.large_job,
+        }
+    }
+}
+
+/// What the rank does next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Compute these ids, then call [`Rank::next`] again.
+    Compute(Range<u64>),
+    /// The warm-up is over: gather every rank's report (one collective) and
+    /// pass them to [`Rank::apply_plan`]. Meanwhile the rank computes its
+    /// reserve: call [`Rank::next`] again.
+    Exchange(WarmupReport),
+    /// The reserve is done and the plan has not come yet: wait for the
+    /// exchange to complete, apply the plan, then call [`Rank::next`] again.
+    AwaitPlan,
+    /// No work now. Wait until `until` (seconds since the start) or until the
+    /// open index changes, then call [`Rank::next`] again; a rank that stays
+    /// idle is ready to terminate.
+    Idle {
+        /// When to look again (infinite: nothing will come but termination).
+        until: f64,
+    },
+    /// Hand this request to the rank's clerk ([`crate::clerk`]), then call
+    /// [`Rank::next`] again; give the clerk's reply to [`Rank::reply`] when
+    /// it comes.
+    Ask(Request),
+    /// No work until the reply to the request out comes: wait for it, give
+    /// it to [`Rank::reply`], then call [`Rank::next`] again.
+    AwaitReply,
+    /// Send these ids to rank `to` (a host transfer, [`crate::transfer`]),
+    /// which gives them to its [`Rank::receive`]; then call [`Rank::next`]
+    /// again. Until they arrive they are the message's.
+    Send {
+        /// The receiving rank.
+        to: usize,
+        /// The ids.
+        ids: IdSet,
+    },
+}
+
+/// Help a rank received: `helper` claimed `ids` at `at`, at speed `speed`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Aid {
+    /// The helper's rank.
+    pub helper: usize,
+    /// The ids it claimed.
+    pub ids: IdSet,
+    /// When, seconds since the start.
+    pub at: f64,
+    /// Its speed then.
+    pub speed: f64,
+}
+
+impl From<&Claim> for Aid {
+    fn from(c: &Claim) -> Aid {
+        Aid {
+            helper: c.by,
+            ids: IdSet::from_range(c.slot.ids()),
+            at: c.at,
+            speed: c.speed,
+        }
+    }
+}
+
+/// Something worth a line in the monitor log.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// Realisations finished since the last progress line.
+    Progress {
+        /// The ids finished.
+        ids: IdSet,
+        /// All realisations finished by this rank.
+        done: u64,
+        /// Current speed.
+        speed: f64,
+        /// Ids still owned.
+        remaining: u64,
+        /// Forecast finishing time.
+        forecast: f64,
+    },
+    /// Algorithm 1's plan.
+    Plan {
+        /// The new quota.
+        quota: IdSet,
+        /// Speed measured in the warm-up.
+        speed: f64,
+        /// The horizon `T_e`.
+        horizon: f64,
+    },
+    /// This rank posted an SOS.
+    SosPosted {
+        /// Sequence number.
+        seq: u64,
+        /// The ids offered in its slots.
+        tail: IdSet,
+        /// The forecast that made it late.
+        forecast: f64,
+    },
+    /// This rank withdrew its SOS: its slots not claimed stay its own.
+    SosWithdrawn {
+        /// Sequence number.
+        seq: u64,
+        /// The ids of its slots not claimed.
+        reclaimed: IdSet,
+        /// The forecast that is no longer late.
+        forecast: f64,
+    },
+    /// This rank's SOS closed: every slot claimed.
+    SosClosed {
+        /// Sequence number.
+        seq: u64,
+    },
+    /// A helper claimed a slot of this rank's SOS.
+    AidReceived {
+        /// Sequence number of the post that cut the slot.
+        seq: u64,
+        /// The help.
+        aid: Aid,
+    },
+    /// This rank claimed slots of another's SOS.
+    AidGiven {
+        /// The owner of the SOS.
+        owner: usize,
+        /// The sequence number of the post of the first slot.
+        seq: u64,
+        /// The ids claimed.
+        ids: IdSet,
+    },
+    /// This rank sent ids to another host's rank (a host transfer).
+    Sent {
+        /// The receiving rank.
+        to: usize,
+        /// The ids.
+        ids: IdSet,
+    },
+    /// This rank received ids from another host's rank (a host transfer).
+    Received {
+        /// The sending rank.
+        from: usize,
+        /// The ids.
+        ids: IdSet,
+    },
+    /// A signal-file problem the rank got round.
+    Recovered {
+        /// What went wrong, with the path.
+        error: String,
+    },
+}
+
+/// A rank's figures, for the summary.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RankReport {
+    /// The rank.
+    pub rank: usize,
+    /// Realisations computed.
+    pub computed: u64,
+    /// Seconds spent computing.
+    pub busy: f64,
+    /// Speed at the end of the warm-up.
+    pub warmup_speed: f64,
+    /// The ids Algorithm 1 counted on: the quota it gave, and the reserve
+    /// it counted as left (what the rank kept for the warm-up exchange).
+    pub planned: u64,
+    /// Horizon `T_e`, seconds since the start.
+    pub horizon: f64,
+    /// Ids this rank claimed from others' SOS, or received in host transfers.
+    pub taken: u64,
+    /// Ids others claimed from this rank's SOS, or it sent in host transfers.
+    pub given: u64,
+    /// The same, by the helper's (or receiver's) distance: same host, same
+    /// site, elsewhere.
+    pub given_to: [u64; 3],
+    /// SOS posted.
+    pub sos_posted: u64,
+    /// Signal-file problems got round.
+    pub errors: u64,
+    /// Searches that took ids, and the storage operations they made.
+    pub steals: (u64, u64),
+}
+
+impl RankReport {
+    /// The realisations helpers took from the SOS of `reports`' ranks, by
+    /// the helper's distance (same host, same site, elsewhere): the
+    /// `help_d0`, `help_d1`, `help_d2` of the result lines.
+    pub fn help_by_distance<'a>(reports: impl IntoIterator<Item = &'a RankReport>) -> [u64; 3] {
+        reports.into_iter().fold([0; 3], |mut help, r| {
+            for (h, g) in help.iter_mut().zip(r.given_to) {
+                *h += g;
+            }
+            help
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Warmup,
+    Exchanging,
+    Running,
+}
+
+/// The request out, as the rank must remember it to apply the reply.
+#[derive(Clone, Debug, PartialEq)]
+enum Asking {
+    /// Posting `entry`; `new`: the ids cut into new slots; `opens`: the SOS
+    /// was closed.
+    Post {
+        entry: Entry,
+        new: IdSet,
+        opens: bool,
+    },
+    /// Refreshing the own SOS on `level`'s board.
+    Refresh { level: Level },
+    /// Claiming own slots on `level`'s board.
+    Claim { level: Level },
+    /// Withdrawing the own SOS; `moving`: to the other board (claimed back
+    /// and posted there at the next check, which comes at once).
+    Withdraw { forecast: f64, moving: bool },
+    /// Searching for help; `early`: see [`Search::early`].
+    Help { early: bool },
+    /// Claiming pending slots on `level`'s board back for the host
+    /// transfers `sends` (to rank, ids).
+    Give {
+        level: Level,
+        sends: Vec<(usize, u64)>,
+    },
+}
+
+/// The state machine of one rank.
+#[derive(Debug)]
+pub struct Rank {
+    me: usize,
+    total: u64,
+    params: Params,
+    topology: Topology,
+    phase: Phase,
+    /// Ids this rank may compute now.
+    lease: IdSet,
+    /// Slots this rank posted that nobody is known to have claimed, with
+    /// their board, in id order.
+    pending: Vec<(Level, Slot)>,
+    /// The open SOS, as listed in the index, and when it opened.
+    sos: Option<Entry>,
+    /// The board of the open SOS, or of the last one.
+    level: Level,
+    /// Last sequence number used.
+    last_seq: u64,
+    /// Helpers' claims of the open SOS's slots (published in the SOS).
+    helped: Vec<Claim>,
+    /// Posts that could not be written, in a row; at three the rank stops
+    /// posting.
+    post_failures: u32,
+    /// Slots were claimed back to be cut anew: the next check posts.
+    recut: bool,
+    /// The request out (one at a time), and the request to hand out next.
+    asking: Option<Asking>,
+    outbox: Option<Request>,
+    speed: Speed,
+    horizon: f64,
+    next_check: f64,
+    /// Since when the rank has had no work (a helper looking for an SOS).
+    idle_since: Option<f64>,
+    /// When an idle rank should search for help again, as its clerk's last
+    /// search (which found nothing) said.
+    search_at: Option<f64>,
+    /// The ids computed, for the audit at finalize.
+    audit: Audit,
+    /// Refreshes in a row that found no new claim.
+    quiet: u32,
+    /// Seconds per storage operation on the shared board and the host's.
+    op_cost: [f64; 2],
+    /// Seconds a look at an SOS at distance 0, 1, 2 took in searches.
+    look_cost: [f64; 3],
+    /// When a check last consulted the rank's own SOS.
+    last_look: f64,
+    /// When the rank last looked ahead for its next share.
+    looked_ahead: f64,
+    /// The job's forecast end, from the last termination wave.
+    job_end: f64,
+    /// Each host's ids left and speed at the last wave, as of `counted_at`.
+    hosts: Arc<Vec<(u64, f64)>>,
+    counted_at: f64,
+    /// When the hosts of this rank's site will have computed what they own,
+    /// at the last five waves (infinite before): see [`Rank::site_end`].
+    site_ends: [f64; 5],
+    /// When the ranks of this rank's host will have computed what they own,
+    /// at the last wave.
+    host_end: f64,
+    /// Idle ranks, and free ranks per host and site, at the last wave.
+    idle: Arc<IdleMap>,
+    /// The speed of a helper to come: the free ranks' mean at the last
+    /// wave, or the job's mean while none is free.
+    helper_speed: f64,
+    /// Done with its own quota: a helper since (see [`Rank::is_free`]).
+    free: bool,
+    /// When the work of the last share taken ends at the speed it was
+    /// taken at.
+    share_end: f64,
+    /// Open SOS this rank can reach, at the last wave.
+    open_sos: u64,
+    /// The distance to the nearest host all of whose ranks have an SOS open
+    /// (0 when none): this rank's steals from there set how far ahead it
+    /// looks ([`Rank::nearest_sos`]).
+    sos_near: u8,
+    /// A watcher saw the open index change since the last look at it.
+    index_changed: bool,
+    /// Claims this rank won: the board, the owner and the slot.
+    won: Vec<(Level, usize, Slot)>,
+    /// Ranks on this rank's host.
+    host_ranks: usize,
+    /// This job's hosts trade through MPI ([`Rank::trades`]).
+    trading: bool,
+    /// Host transfers this rank is to send (to rank, ids), from the last
+    /// wave's plan, and those ready to go.
+    sends: Vec<(usize, u64)>,
+    outgoing: Vec<(usize, IdSet)>,
+    /// Between two plans: what this rank sheds to the last plan's receivers.
+    shedding: trade::Shedding,
+    /// Received a host transfer not yet offered on the host's board.
+    offer: bool,
+    /// The chunk being computed and when it was handed out.
+    out: Option<(f64, Range<u64>)>,
+    progress: IdSet,
+    events: Vec<Event>,
+    report: RankReport,
+}
+
+impl Rank {
+    /// Rank `me` of `topology.ranks()`, owning its initial block of `0..total`.
+    pub fn new(me: usize, total: u64, params: Params, topology: Topology) -> Rank {
+        let lease = IdSet::from_range(initial_block(total, topology.ranks(), me));
+        let phase = if params.mode == Mode::Static {
+            Phase::Running
+        } else {
+            Phase::Warmup
+        };
+        Rank {
+            me,
+            total,
+            phase,
+            lease,
+            pending: Vec::new(),
+            sos: None,
+            level: Level::Shared,
+            last_seq: 0,
+            helped: Vec::new(),
+            post_failures: 0,
+            recut: false,
+            asking: None,
+            outbox: None,
+            search_at: None,
+            audit: Audit::default(),
+            quiet: 0,
+            op_cost: [0.0; 2],
+            look_cost: [0.0; 3],
+            last_look: f64::NEG_INFINITY,
+            looked_ahead: f64::NEG_INFINITY,
+            job_end: f64::INFINITY,
+            hosts: Arc::default(),
+            counted_at: 0.0,
+            site_ends: [f64::INFINITY; 5],
+            host_end: f64::INFINITY,
+            idle: Arc::default(),
+            helper_speed: 0.0,
+            free: false,
+            share_end: f64::NEG_INFINITY,
+            open_sos: 0,
+            sos_near: 0,
+            index_changed: false,
+            won: Vec::new(),
+            host_ranks: topology.members(topology.host_index(me)).len(),
+            trading: crate::transfer::on(&topology, &params),
+            sends: Vec::new(),
+            outgoing: Vec::new(),
+            shedding: trade::Shedding::default(),
+            offer: false,
+            speed: Speed::new(params.speed_window)
+                .with_steady_window(STEADY_WINDOWS * params.speed_window),
+            horizon: f64::INFINITY,
+            next_check: params.check_interval,
+            idle_since: None,
+            out: None,
+            progress: IdSet::new(),
+            events: Vec::new(),
+            report: RankReport {
+                rank: me,
+                ..RankReport::default()
+            },
+            params,
+            topology,
+        }
+    }
+
+    /// This rank.
+    pub fn me(&self) -> usize {
+        self.me
+    }
+
+    /// The settings it decides with.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// Ids this rank owns now: its lease and its slots not known claimed.
+    pub fn remaining(&self) -> u64 {
+        self.lease.len() + self.pending.iter().map(|(_, s)| s.len()).sum::<u64>()
+    }
+
+    /// True while the rank owns work: ids, a chunk handed out, an open SOS,
+    /// a request out (its reply may bring ids), a host transfer to make.
+    pub fn owns_work(&self) -> bool {
+        self.remaining() > 0
+            || self.out.is_some()
+            || self.sos.is_some()
+            || self.asking.is_some()
+            || !self.outgoing.is_empty()
+    }
+
+    /// The ids owned now (lease, slots, the chunk handed out), to name them
+    /// in an error.
+    pub fn owned(&self) -> IdSet {
+        let mut ids = self.lease.clone();
+        for (_, s) in &self.pending {
+            ids.insert(s.ids());
+        }
+        for (_, part) in &self.outgoing {
+            ids.extend(part);
+        }
+        if let Some((_, chunk)) = &self.out {
+            ids.insert(chunk.clone());
+        }
+        ids
+    }
+
+    /// The claims this rank won: the board, the owner and the slot (their
+    /// files are this rank's to check and remove at the end).
+    pub fn won(&self) -> &[(Level, usize, Slot)] {
+        &self.won
+    }
+
+    /// The ids computed so far, as an audit.
+    pub fn audit(&self) -> Audit {
+        self.audit
+    }
+
+    /// True until the warm-up exchange has happened (never in mode Static).
+    pub fn in_warmup(&self) -> bool {
+        self.phase != Phase::Running
+    }
+
+    /// The current speed estimate.
+    pub fn speed(&self) -> f64 {
+        self.speed.get()
+    }
+
+    /// Without work, and at the end: the progress line of the ids finished
+    /// since the last check (if any), so that the monitor log lists every id
+    /// this rank computed, when it finished them.
+    pub fn flush_progress(&mut self, now: f64) {
+        if !self.progress.is_empty() {
+            let (speed, remaining) = (self.speed.get(), self.remaining());
+            self.events.push(Event::Progress {
+                ids: std::mem::take(&mut self.progress),
+                done: self.speed.done(),
+                speed,
+                remaining,
+                forecast: forecast(now, remaining, speed),
+            });
+        }
+    }
+
+    /// The job's forecast end, seconds since the start, from the last
+    /// termination wave (infinite before).
+    pub fn job_end(&self) -> f64 {
+        self.job_end
+    }
+
+    /// Realisations computed by this rank so far.
+    pub fn done(&self) -> u64 {
+        self.speed.done()
+    }
+
+    /// What a termination wave says of the whole job: its forecast end
+    /// (`at + (total − completed) / speed`, dated by when the ranks joined),
+    /// which caps leases and shares and is the reference of lateness on
+    /// slow storage, and the idle ranks, which tell how many helpers an
+    /// SOS may expect.
+    pub fn observe_job(&mut self, job: Job) {
+        if job.speed > 0.0 {
+            self.job_end = job.at + self.total.saturating_sub(job.completed) as f64 / job.speed;
+        }
+        self.counted_at = job.at;
+        self.plan_sends(&job);
+        let host = self.topology.host_index(self.me);
+        self.host_end = job.host_end(host);
+        self.open_sos = job.reachable_open(host);
+        self.sos_near = self.nearest_sos(&job);
+        if self.topology.sites() > 1 {
+            let site = self.topology.hosts_nearer(self.me, 2);
+            self.site_ends.rotate_left(1);
+            self.site_ends[4] = job.at + hosts_end(&job.hosts, site);
+        }
+        let free = f64::from(job.idle.free());
+        self.helper_speed = if free > 0.0 && job.free_speed > 0.0 {
+            job.free_speed / free
+        } else {
+            job.speed / self.topology.ranks().max(1) as f64
+        };
+        self.hosts = job.hosts;
+        self.idle = job.idle;
+    }
+
+    /// The shell saw the open index change (a watcher woke the rank): the
+    /// next look for help reads it, whatever the last wave said.
+    pub fn index_changed(&mut self) {
+        self.index_changed = true;
+    }
+
+    /// True once the rank has run out of its own quota (a helper, idle or
+    /// computing ids taken from others), or will within one grace of the
+    /// next wave without asking for help, or took a share early and has no
+    /// SOS open: the first helpers of an SOS near it (see
+    /// [`crate::verdict::Status::free`]).
+    pub fn is_free(&self) -> bool {
+        let v = self.speed.get();
+        self.free
+            || (self.share_end.is_finite() && self.sos.is_none())
+            || (self.phase == Phase::Running
+                && self.sos.is_none()
+                && v > 0.0
+                && self.remaining() as f64 <= v * (self.params.grace + self.params.check_interval))
+    }
+
+    /// When the hosts of this rank's site will have computed what they own:
+    /// the median of the last five waves' forecasts (infinite before the
+    /// third): a wave may count a share between its helper's and its
+    /// owner's joins twice, or not at all.
+    fn site_end(&self) -> f64 {
+        let mut ends = self.site_ends;
+        ends.sort_by(f64::total_cmp);
+        ends[2]
+    }
+
+    /// The number of realisations of the run.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Hosts and sites of the ranks.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The horizon `T_e` (infinite before the plan).
+    pub fn horizon(&self) -> f64 {
+        self.horizon
+    }
+
+    /// True while an SOS of this rank is open.
+    pub fn sos_open(&self) -> bool {
+        self.sos.is_some()
+    }
+
+    /// True while an SOS of this rank is open on its host's board.
+    pub fn sos_on_host(&self) -> bool {
+        self.sos.is_some() && self.level == Level::Host
+    }
+
+    /// True while a request to the clerk is out.
+    pub fn asking(&self) -> bool {
+        self.asking.is_some()
+    }
+
+    /// The events since the last call, for the monitor log.
+    pub fn drain_events(&mut self) -> std::vec::Drain<'_, Event> {
+        self.events.drain(..)
+    }
+
+    /// True when events wait to be drained.
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// The rank's figures.
+    pub fn report(&self) -> RankReport {
+        RankReport {
+            computed: self.speed.done(),
+            busy: self.speed.busy(),
+            ..self.report.clone()
+        }
+    }
+
+    /// The previous chunk (if any) is finished at `now`; decide what comes next.
+    ///
+    /// This is the fast path of the library: when no check is due and the
+    /// lease is not exhausted it does a few additions and comparisons.
+    pub fn next(&mut self, now: f64) -> Result<Step> {
+        if let Some((t0, chunk)) = self.out.take() {
+            self.speed.record(now - t0, chunk.end - chunk.start);
+            self.audit.add(chunk.clone());
+            self.progress.insert(chunk);
+        }
+        match self.phase {
+            Phase::Exchanging if self.lease.is_empty() => return Ok(Step::AwaitPlan),
+            Phase::Warmup
+                if self.lease.is_empty()
+                    || (now >= self.params.warmup && self.speed.done() > 0) =>
+            {
+                // Keep computing while the slower ranks reach the exchange:
+                // a warm-up's worth of work at the measured speed.
+                return Ok(Step::Exchange(self.report_warmup(now, self.params.warmup)));
+            }
+            _ => {}
+        }
+        if now >= self.next_check {
+            self.check(now);
+        }
+        loop {
+            if let Some(request) = self.outbox.take() {
+                return Ok(Step::Ask(request));
+            }
+            if let Some(step) = self.trade_step(now) {
+                return Ok(step);
+            }
+            if self.outbox.is_some() {
+                continue;
+            }
+            let chunk_len = (self.speed.get() * self.params.chunk_time) as u64;
+            if let Some(chunk) = self.lease.pop_chunk(chunk_len) {
+                self.out = Some((now, chunk.clone()));
+                return Ok(Step::Compute(chunk));
+            }
+            if self.asking.is_some() {
+                return Ok(Step::AwaitReply);
+            }
+            if !self.pending.is_empty() {
+                self.claim_front(now);
+                continue;
+            }
+            if let Some(entry) = &self.sos {
+                // Every slot claimed: the SOS closes.
+                let seq = entry.seq;
+                self.ask(
+                    Request::Withdraw {
+                        level: self.level,
+                        seq,
+                    },
+                    Asking::Withdraw {
+                        forecast: now,
+                        moving: false,
+                    },
+                );
+                continue;
+            }
+            if self.params.mode != Mode::Full || self.phase != Phase::Running {
+                return Ok(Step::Idle {
+                    until: f64::INFINITY,
+                });
+            }
+            self.free = true;
+            if let Some(until) = self.help(now, 0.0) {
+                return Ok(Step::Idle { until });
+            }
+        }
+    }
+
+    /// The clerk's reply to the request out. An error is one the rank
+    /// cannot recover from (a claim of its own slot that neither won nor
+    /// lost): the rank fails.
+    pub fn reply(&mut self, reply: Reply) -> Result<()> {
+        let Some(asking) = self.asking.take() else {
+            return Err(Error::Internal("a reply without a request".into()));
+        };
+        if let Some(seconds) = reply.seconds {
+            self.observe(seconds, reply.ops, reply.looks);
+        }
+        for error in reply.errors {
+            self.report.errors += 1;
+            self.events.push(Event::Recovered { error });
+        }
+        match (asking, reply.outcome) {
+            (_, Outcome::Failed(e)) => return Err(e),
+            (Asking::Post { entry, new, opens }, Outcome::Posted { .. }) => {
+                self.post_failures = 0;
+                let mut tail = new;
+                for (_, s) in self.pending.iter().filter(|p| p.0 == self.level) {
+                    tail.insert(s.ids());
+                }
+                self.events.push(Event::SosPosted {
+                    seq: entry.seq,
+                    tail,
+                    forecast: entry.forecast,
+                });
+                if opens {
+                    self.report.sos_posted += 1;
+                    self.quiet = 0;
+                }
+                self.sos = Some(entry);
+            }
+            (Asking::Post { opens, .. }, Outcome::NotPosted) => {
+                // Nobody saw the slots: they are claimed back as the rank
+                // goes, as a withdrawn SOS's are.
+                self.post_failures += 1;
+                if opens {
+                    self.sos = None;
+                }
+            }
+            (Asking::Refresh { level }, Outcome::Refreshed { won, taken }) => {
+                let front = won.len();
+                let ids = self.claimed(level, won, taken);
+                self.lease.extend(&ids);
+                self.quiet = if front == 0 && ids.is_empty() {
+                    self.quiet + 1
+                } else {
+                    0
+                };
+            }
+            (Asking::Claim { level }, Outcome::Claimed { won, lost }) => {
+                let ids = self.claimed(level, won, lost);
+                self.lease.extend(&ids);
+            }
+            (Asking::Give { level, sends }, Outcome::Claimed { won, lost }) => {
+                let ids = self.claimed(level, won, lost);
+                self.ready(sends, ids);
+            }
+            (Asking::Withdraw { forecast, moving }, Outcome::Withdrawn) => {
+                let seq = self.sos.take().map_or(self.last_seq, |e| e.seq);
+                self.helped.clear();
+                let mut kept = IdSet::new();
+                for (_, s) in &self.pending {
+                    kept.insert(s.ids());
+                }
+                if kept.is_empty() {
+                    self.events.push(Event::SosClosed { seq });
+                } else {
+                    self.events.push(Event::SosWithdrawn {
+                        seq,
+                        reclaimed: kept,
+                        forecast,
+                    });
+                }
+                if moving {
+                    self.next_check = f64::NEG_INFINITY;
+                }
+            }
+            (Asking::Help { early }, Outcome::Helped { taken, wake }) => match taken {
+                Some(Taken {
+                    owner,
+                    level,
+                    slots,
+                    ends,
+                }) => {
+                    self.report.steals.0 += 1;
+                    self.report.steals.1 += reply.ops[crate::cost::slot(level)];
+                    self.took(owner, level, slots);
+                    self.idle_since = None;
+                    self.share_end = ends;
+                }
+                // (An early look that found nothing does not hold back the
+                // searches of a rank that runs out of work.)
+                None if early => {}
+                None => self.search_at = Some(wake),
+            },
+            (asking, outcome) => {
+                return Err(Error::Internal(format!(
+                    "the reply {outcome:?} does not answer {asking:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The ids of the own slots `won` on `level`'s board; `lost`: claimed
+    /// by others.
+    fn claimed(&mut self, level: Level, won: Vec<Slot>, lost: Vec<(Slot, Option<Claim>)>) -> IdSet {
+        let mut ids = IdSet::new();
+        for s in won {
+            self.drop_pending(&s);
+            ids.insert(s.ids());
+            self.won.push((level, self.me, s));
+        }
+        for (s, claim) in lost {
+            self.lost(&s, claim);
+        }
+        ids
+    }
+
+    /// Forget the pending slot `s`.
+    fn drop_pending(&mut self, s: &Slot) {
+        self.pending.retain(|(_, p)| p != s);
+    }
+
+    /// Another rank claimed the slot `s` of this rank (`claim`, if read).
+    fn lost(&mut self, s: &Slot, claim: Option<Claim>) {
+        if !self.pending.iter().any(|(_, p)| p == s) {
+            return;
+        }
+        self.drop_pending(s);
+        self.report.given += s.len();
+        let aid = match &claim {
+            Some(c) => Aid::from(c),
+            None => Aid {
+                helper: usize::MAX,
+                ids: IdSet::from_range(s.ids()),
+                at: f64::NAN,
+                speed: f64::NAN,
+            },
+        };
+        // (A helper number comes from a file: no rank beyond the job's.)
+        if aid.helper < self.topology.ranks() {
+            let d = self.topology.distance(self.me, aid.helper).min(2);
+            self.report.given_to[d as usize] += s.len();
+        }
+        if let Some(c) = claim {
+            self.helped.push(c);
+        }
+        self.events.push(Event::AidReceived { seq: s.seq, aid });
+    }
+
+    /// The clerk claimed `slots` of `owner`'s SOS on `level`'s board for
+    /// this rank.
+    fn took(&mut self, owner: usize, level: Level, slots: Vec<Slot>) {
+        let mut ids = IdSet::new();
+        for s in &slots {
+            ids.insert(s.ids());
+        }
+        self.report.taken += ids.len();
+        self.lease.extend(&ids);
+        let seq = slots.first().map_or(0, |s| s.seq);
+        self.won
+            .extend(slots.into_iter().map(|s| (level, owner, s)));
+        self.events.push(Event::AidGiven { owner, seq, ids });
+    }
+
+    /// At the job's end (every id computed): claim every slot still
+    /// pending, so that the claims helpers made since the last refresh
+    /// count in what this rank gave (a claim it wins then is an id nobody
+    /// computed, which the audit reports). `None` without pending slots, or
+    /// with a request out (whose reply comes first).
+    pub fn last_look(&mut self, now: f64) -> Option<Request> {
+        if self.pending.is_empty() || self.asking.is_some() {
+            return None;
+        }
+        let level = self.pending[0].0;
+        let slots = (self.pending.iter())
+            .filter(|p| p.0 == level)
+            .map(|p| p.1.clone())
+            .collect();
+        let claim = self.claim_template(now);
+        self.ask(
+            Request::Claim {
+                level,
+                slots,
+                claim,
+            },
+            Asking::Claim { level },
+        );
+        self.outbox.take()
+    }
+
+    /// Hand `request` to the clerk at the next step.
+    fn ask(&mut self, request: Request, asking: Asking) {
+        self.outbox = Some(request);
+        self.asking = Some(asking);
+    }
+
+    /// End the warm-up of a rank that leaves early: its report for the
+    /// exchange, with its whole unfinished block in the tail.
+    pub fn warmup_report(&mut self, now: f64) -> WarmupReport {
+        self.report_warmup(now, 0.0)
+    }
+
+    /// End the warm-up: the report for the exchange. The ids left of the
+    /// block that the rank computes in `keep` seconds at its measured speed
+    /// are its reserve, which it computes while the exchange completes; the
+    /// rest is the tail the plan pools.
+    fn report_warmup(&mut self, now: f64, keep: f64) -> WarmupReport {
+        self.phase = Phase::Exchanging;
+        let keep = (self.speed.update() * keep).ceil() as u64;
+        let block = initial_block(self.total, self.topology.ranks(), self.me);
+        let reserve = self.lease.take_front(keep);
+        let tail = self.lease.ranges().next().unwrap_or(block.end..block.end);
+        self.lease = reserve;
+        WarmupReport {
+            done: self.speed.done(),
+            speed: self.speed.get(),
+            tail,
+            reserved: self.lease.len(),
+            at: now,
+        }
+    }
+
+    /// The chunk just handed out starts computing at `now`, not when `next`
+    /// was called: the library's own time (waiting, logging) is not
+    /// computing time.
+    pub fn restart_chunk(&mut self, now: f64) {
+        if let Some((t0, _)) = &mut self.out {
+            *t0 = now;
+        }
+    }
+
+    /// Algorithm 1: take this rank's quota from the plan of every rank's report.
+    pub fn apply_plan(&mut self, reports: &[WarmupReport], now: f64) -> Result<()> {
+        self.apply_planned(reports, &rescale(reports), now)
+    }
+
+    /// [`Rank::apply_plan`] with the plan of `reports` already made (the
+    /// simulator makes it once for all its ranks).
+    pub fn apply_planned(&mut self, reports: &[WarmupReport], plan: &Plan, now: f64) -> Result<()> {
+        if self.phase != Phase::Exchanging {
+            return Err(Error::State(
+                "a plan arrived outside the warm-up exchange".into(),
+            ));
+        }
+        let accounted: u64 = reports
+            .iter()
+            .map(|r| r.done + (r.tail.end - r.tail.start) + r.reserved)
+            .sum();
+        if reports.len() != self.topology.ranks() || accounted != self.total {
+            return Err(Error::Internal(format!(
+                "warm-up reports of {} ranks account for {accounted} of {} ids",
+                reports.len(),
+                self.total
+            )));
+        }
+        let Some(quota) = plan.quotas.get(self.me) else {
+            return Err(Error::Internal("a plan without this rank's quota".into()));
+        };
+        // The reserve left, then the quota.
+        self.lease.extend(quota);
+        // The plan's common end is counted from the last report.
+        let last = reports
+            .iter()
+            .map(|r| r.at)
+            .fold(f64::NEG_INFINITY, f64::max);
+        self.horizon = last.min(now) + plan.duration;
+        self.phase = Phase::Running;
+        self.next_check = now;
+        self.report.warmup_speed = reports[self.me].speed;
+        self.report.planned = quota.len() + plan.kept.get(self.me).copied().unwrap_or(0);
+        self.report.horizon = self.horizon;
+        self.events.push(Event::Plan {
+            quota: self.lease.clone(),
+            speed: reports[self.me].speed,
+            horizon: self.horizon,
+        });
+        Ok(())
+    }
+
+    /// A request took `seconds` and made `ops` storage operations (shared
+    /// board, host's board): moving averages of the seconds per operation on
+    /// each board, which every threshold follows ([`crate::cost`]). A search
+    /// that looked at `looks.1` SOS, the farthest at distance `looks.0`,
+    /// measures a steal that far, which sizes the shares taken that far.
+    fn observe(&mut self, seconds: f64, ops: [u64; 2], looks: (u8, u32)) {
+        let average = |c: f64, x: f64| if c == 0.0 { x } else { 0.75 * c + 0.25 * x };
+        let seconds = seconds.max(0.0);
+        let n = ops[0] + ops[1];
+        if n > 0 {
+            // (The time goes to the boards in proportion to their ops.)
+            for (cost, k) in self.op_cost.iter_mut().zip(ops) {
+                if k > 0 {
+                    *cost = average(*cost, seconds / n as f64);
+                }
+            }
+        }
+        if let (d, n @ 1..) = looks {
+            let c = &mut self.look_cost[d.min(2) as usize];
+            *c = average(*c, seconds / f64::from(n));
+        }
+    }
+
+    /// A consultation of the shared board took `seconds` for one operation
+    /// (the storage probe at init).
+    pub fn observe_storage(&mut self, seconds: f64) {
+        self.observe(seconds, [1, 0], (0, 0));
+    }
+
+    /// The cost model's figures now ([`crate::cost`]).
+    fn costs(&self) -> Costs {
+        Costs {
+            op: self.op_cost,
+            check_interval: self.params.check_interval,
+            late_threshold: self.params.late_threshold,
+            poll: self.params.poll_interval,
+        }
+    }
+
+    /// Seconds a steal from the SOS of a rank at distance `d` costs this
+    /// rank on the shared board: its operations, or more where looks that
+    /// far were measured to take longer.
+    fn steal_cost(&self, d: u8) -> f64 {
+        let c = self.costs();
+        c.steal(Level::Shared)
+            .max(self.look_cost[d.min(2) as usize])
+    }
+
+    /// A claim of this rank's slots at `now`.
+    fn claim_template(&self, now: f64) -> Claim {
+        Claim {
+            owner: self.me,
+            slot: Slot {
+                seq: 0,
+                index: 0,
+                start: 0,
+                end: 0,
+            },
+            by: self.me,
+            at: now,
+            speed: self.speed.get(),
+            busy_for: 0.0,
+            steal_cost: 0.0,
+        }
+    }
+
+    /// Seconds per operation on `level`'s board.
+    fn op(&self, level: Level) -> f64 {
+        self.op_cost[slot(level)]
+    }
+}

@@ -1,0 +1,595 @@
+//! The periodic check of a rank: the SOS owner's decisions (post, refresh,
+//! claim, withdraw, move between boards), and when the rank looks for help
+//! to give. Every threshold comes from the cost model ([`crate::cost`]).
+
+use super::request::{Request, Search};
+use super::{Asking, Event, Phase, Rank};
+use crate::config::Mode;
+use crate::cost::{EARLY_LOOKS, GROWTH, RISK};
+use crate::ids::IdSet;
+use crate::protocol::{Entry, Level, Post, Slot, Sos, SosState, cut};
+use crate::speed::forecast;
+use crate::verdict::{Job, bit, hosts_late};
+
+/// Posts that could not be written, in a row, after which a rank stops
+/// posting (its board is broken; the job goes on without its help).
+const POST_FAILURES: u32 = 3;
+
+impl Rank {
+    /// The periodic check: speed, progress line, and the SOS decisions,
+    /// made while no request is out.
+    pub(super) fn check(&mut self, now: f64) {
+        self.next_check = now + self.params.check_interval;
+        let v = self.speed.update();
+        let remaining = self.remaining();
+        let tau = forecast(now, remaining, v);
+        if !self.progress.is_empty() {
+            self.events.push(Event::Progress {
+                ids: std::mem::take(&mut self.progress),
+                done: self.speed.done(),
+                speed: v,
+                remaining,
+                forecast: tau,
+            });
+        }
+        if self.params.mode != Mode::Full
+            || self.phase != Phase::Running
+            || self.post_failures >= POST_FAILURES
+            || self.asking.is_some()
+            || !self.sends.is_empty()
+        {
+            return;
+        }
+        self.sends = self.shedding.grown(self.excess(now), v);
+        if !self.sends.is_empty() {
+            return;
+        }
+        let costs = self.costs();
+        let post_level = self.post_level();
+        let level = if self.sos.is_some() {
+            self.level
+        } else {
+            post_level
+        };
+        let shared_slow = costs.slow(Level::Shared);
+        // Lateness worth a post: on slow storage at the steadier of the
+        // recent and the steady speed (a fluctuation shorter than the help
+        // delay is over before help comes).
+        let steady = forecast(now, remaining, v.max(self.speed.steady()));
+        let post_pays = |reference: f64, level: Level| {
+            let end = if costs.slow(level) { steady } else { tau };
+            end - reference >= costs.post_threshold(level)
+        };
+        // The reference end: on slow shared storage, or for a rank that took
+        // a share, the job's forecast end (a horizon the job as a whole will
+        // miss is no reason for dear steals, and a helper's share was sized
+        // to the job's end); else the horizon, or the job's end if sooner.
+        // On fast storage a rank that took a share is never late before the
+        // end the share was sized to.
+        let took = self.free || self.share_end.is_finite();
+        let reference = if (shared_slow || took) && self.job_end.is_finite() {
+            self.job_end
+        } else {
+            self.horizon.min(self.job_end)
+        }
+        .max(if shared_slow {
+            f64::NEG_INFINITY
+        } else {
+            self.share_end
+        });
+        // An open SOS stays open until the rank is no longer late by the
+        // paper's δτ: keeping it open costs the owner nothing.
+        // A host transfer received goes on the host's board as soon as the
+        // rank will not finish it by the job's end: it came for the host's
+        // free ranks.
+        let offer =
+            std::mem::take(&mut self.offer) && tau - self.job_end >= self.params.check_interval;
+        let late = match self.sos {
+            Some(_) => tau - reference >= self.params.late_threshold,
+            None => offer || post_pays(reference, post_level),
+        };
+        // A host late as a whole moves its SOS to the shared board (on slow
+        // shared storage only when a post there pays); back to the host's
+        // board only behind a withdrawal.
+        let moves = late
+            && self.sos.is_some()
+            && self.level != post_level
+            && (self.level == Level::Shared || !shared_slow || post_pays(reference, Level::Shared));
+        let hasten = moves && shared_slow;
+        // The lease runs out before a claim could come back: claim now,
+        // unless a look at the SOS is due (a refresh claims the front too).
+        let look_due =
+            self.sos.is_some() && now >= self.last_look + costs.own_period(level, self.quiet);
+        if !self.pending.is_empty() && self.lease_short(now) && !look_due {
+            self.claim_front(now);
+            return;
+        }
+        // A lease longer than the rank can compute by the job's end (it
+        // slowed down, or the end came closer) by two own periods goes back
+        // into slots, for helpers.
+        let period = costs.own_period(level, 0);
+        let excess = self.lease.len().saturating_sub(self.can_compute(now));
+        let give_back = late && excess > 0 && excess as f64 >= 2.0 * v * period;
+        if self.sos.is_some()
+            && now < self.last_look + costs.own_period(level, self.quiet)
+            && !give_back
+            && !hasten
+        {
+            return;
+        }
+        self.last_look = now;
+        match (late, self.sos.is_some()) {
+            (true, false) => self.post(now, v, tau),
+            (true, true) if hasten => self.withdraw(tau, true),
+            (true, true) if moves => self.withdraw(tau, false),
+            (true, true) if give_back || std::mem::take(&mut self.recut) => self.post(now, v, tau),
+            (true, true) => match self.misfit(now, v) {
+                slots if !slots.is_empty() => self.claim_back(now, slots),
+                _ => self.refresh(now, v, tau),
+            },
+            (false, true) => self.withdraw(tau, false),
+            // About to run out of work, or early against the job's forecast
+            // end: ask for the next share now, so that the steal passes
+            // while this rank still computes.
+            (false, false)
+                if remaining > 0
+                    && self.open_sos > 0
+                    && (tau - now < self.look_ahead() || tau < self.early_before(now))
+                    && now >= self.looked_ahead + self.look_pace(tau - now)
+                    && (!self.looks_early(tau - now) || self.host_late_elsewhere()) =>
+            {
+                self.looked_ahead = now;
+                self.help(now, tau - now);
+            }
+            (false, false) => {}
+        }
+    }
+
+    /// The time before which a rank's forecast end makes it early against
+    /// the job's: two steals and a check interval before the job's end.
+    fn early_before(&self, _now: f64) -> f64 {
+        self.job_end - 2.0 * self.steal_cost(0) - self.params.check_interval
+    }
+
+    /// True when the lease holds less work than a claim takes to come back,
+    /// plus a check interval (checks come that often).
+    fn lease_short(&self, _now: f64) -> bool {
+        let v = self.speed.get();
+        let level = self.pending.first().map_or(self.level, |p| p.0);
+        v > 0.0
+            && (self.lease.len() as f64)
+                < v * (self.costs().claim(level) + self.params.check_interval)
+    }
+
+    /// Ids this rank computes by the job's forecast end less its risk (at
+    /// least two claims' worth: the next claim comes while it computes).
+    pub(super) fn can_compute(&self, now: f64) -> u64 {
+        let c = self.costs().claim(self.level);
+        let left = (self.job_left(now) - self.risk()).max(2.0 * c);
+        (self.speed.get() * left).ceil() as u64
+    }
+
+    /// The lease to hold: an own period of work, no more than the rank
+    /// computes by the job's forecast end, at least one id.
+    pub(super) fn lease_len(&self, now: f64) -> u64 {
+        let period = self.costs().own_period(self.level, 0);
+        let own = (self.speed.get() * period).ceil() as u64;
+        own.min(self.can_compute(now)).max(1)
+    }
+
+    /// Seconds by which this rank's last realisation may run past its mean
+    /// time: [`RISK`] standard deviations of its realisations' times.
+    fn risk(&self) -> f64 {
+        RISK * self.speed.spread()
+    }
+
+    /// Seconds to the job's forecast end (infinite before the first wave).
+    /// A forecast end already past means the job is behind its forecast,
+    /// not that nothing is left: half a check interval (the waves' period)
+    /// at least.
+    pub(super) fn job_left(&self, now: f64) -> f64 {
+        (self.job_end - now).max(0.5 * self.params.check_interval)
+    }
+
+    /// Whether a look ahead with `busy_for` seconds of own work left is an
+    /// early one on fast shared storage ([`Search::early`]): the rank is
+    /// early against the job's end, not about to run out of work.
+    fn looks_early(&self, busy_for: f64) -> bool {
+        busy_for > self.look_ahead() && !self.costs().slow(Level::Shared)
+    }
+
+    /// Seconds between two looks ahead of a rank with `busy_for` seconds of
+    /// own work left: an own period of the shared board, or for an early
+    /// look the job's share of [`EARLY_LOOKS`] when that is longer.
+    fn look_pace(&self, busy_for: f64) -> f64 {
+        let period = self.costs().own_period(Level::Shared, 0);
+        if self.looks_early(busy_for) {
+            period.max(self.topology.ranks() as f64 / EARLY_LOOKS)
+        } else {
+            period
+        }
+    }
+
+    /// Whether another host will be late as a whole, at the last wave's
+    /// figures, by more than a grace of its speed: only then are there SOS
+    /// worth an early look on fast storage.
+    fn host_late_elsewhere(&self) -> bool {
+        let mine = self.topology.host_index(self.me);
+        let left = self.job_end - self.counted_at;
+        (0..self.hosts.len())
+            .any(|h| h != mine && hosts_late(&self.hosts, [h], left, self.params.grace))
+    }
+
+    /// Seconds of own work left at which a rank looks for its next share:
+    /// one steal from the nearest SOS of a host whose every rank is late
+    /// ([`Rank::nearest_sos`]), so that the steal passes while it computes.
+    fn look_ahead(&self) -> f64 {
+        self.steal_cost(self.sos_near)
+    }
+
+    /// The distance to the nearest other host whose ranks all have an open
+    /// SOS, when some SOS this rank can reach are on the shared board: no
+    /// rank of that host helps the others, so their steals come from
+    /// farther, at their cost (0 when there is none).
+    pub(super) fn nearest_sos(&self, job: &Job) -> u8 {
+        let host = self.topology.host_index(self.me);
+        if job.reachable_open(host) <= job.host_open.get(host).copied().unwrap_or(0) {
+            return 0;
+        }
+        let members = |h: usize| self.topology.members(h);
+        (0..self.topology.hosts())
+            .filter(|&h| h != host && !members(h).is_empty())
+            .filter(|&h| members(h).iter().all(|&r| bit(&job.sos_ranks, r)))
+            .map(|h| self.topology.distance(self.me, members(h)[0]))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// The sizes of the slots of a new post's `n` ids: equal slots of about
+    /// the share a helper takes now ([`Rank::slot_target`]).
+    fn slot_sizes(&self, n: u64, now: f64, v: f64) -> Vec<u64> {
+        let unit = self.lease_len(now).max(1);
+        let share = self.slot_target(now, n, n, v).max(unit);
+        let slots = ((n as f64 / share as f64).round() as u64).max(1);
+        (0..slots)
+            .map(|k| n / slots + u64::from(k < n % slots))
+            .collect()
+    }
+
+    /// The share a helper takes now from this rank's work (its ids and `n`
+    /// more about to be offered): what a helper of the free ranks' mean
+    /// speed computes by the job's forecast end, no more than it and this
+    /// rank alone end together with.
+    fn helper_share(&self, now: f64, n: u64, v: f64) -> u64 {
+        let vh = if self.helper_speed > 0.0 {
+            self.helper_speed
+        } else {
+            v
+        };
+        let alone = vh * (self.remaining() + n) as f64 / (v + vh).max(1e-9);
+        let capped = if self.job_end.is_finite() {
+            alone.min(vh * self.job_left(now))
+        } else {
+            alone
+        };
+        capped.ceil() as u64
+    }
+
+    /// The slots to cut anew: when a pending slot is larger than [`GROWTH`]
+    /// times the share a helper takes now (the job's end came closer), all
+    /// of them. Claimed back, they are cut afresh at once.
+    fn misfit(&self, now: f64, v: f64) -> Vec<Slot> {
+        let mine: Vec<Slot> = (self.pending.iter())
+            .filter(|p| p.0 == self.level)
+            .map(|p| p.1.clone())
+            .collect();
+        let offered: u64 = mine.iter().map(Slot::len).sum();
+        let share = self
+            .slot_target(now, 0, offered, v)
+            .max(self.lease_len(now));
+        if mine.iter().any(|s| s.len() > GROWTH * share) {
+            mine
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The size of a helper's slot when `n` more ids are offered, `help`
+    /// ids in all: the share a helper takes
+    /// now, or the helpers' part split among the helpers this SOS may
+    /// expect (the free ranks that reach its board over the open SOS, at
+    /// the last wave), if smaller.
+    fn slot_target(&self, now: f64, n: u64, help: u64, v: f64) -> u64 {
+        let free = u64::from(match self.level {
+            Level::Host => self.topology.free_nearer(&self.idle, self.me, 1),
+            Level::Shared => self.idle.free(),
+        });
+        let helpers = (free / self.open_sos.max(1)).max(1);
+        let half = self.helper_share(now, n, v).div_ceil(GROWTH);
+        half.min(help.div_ceil(helpers))
+    }
+
+    /// The ids this rank computes by its reference end (the job's forecast
+    /// end, else the horizon).
+    fn by_end(&self, now: f64, v: f64) -> u64 {
+        let end = if self.job_end.is_finite() {
+            self.job_end
+        } else {
+            self.horizon
+        };
+        (v * (end - now)).max(0.0) as u64
+    }
+
+    /// The open SOS as this rank would write it at `now`: its figures, its
+    /// pending slots on the board of the SOS, the helpers' claims it knows.
+    fn sos_body(&self, now: f64, v: f64, tau: f64, opened_at: f64) -> Sos {
+        let slots: Vec<Slot> = (self.pending.iter())
+            .filter(|p| p.0 == self.level)
+            .map(|p| p.1.clone())
+            .collect();
+        Sos {
+            rank: self.me,
+            seq: self.last_seq,
+            state: SosState::Open(Post {
+                speed: v,
+                remaining: self.remaining(),
+                forecast: tau,
+                host: self.topology.host(self.me).to_string(),
+                site: self.topology.site(self.me).to_string(),
+                opened_at,
+                at: now,
+                slots,
+                helped: self.helped.clone(),
+            }),
+        }
+    }
+
+    /// Post an SOS, or post the open one anew: the lease beyond one lease
+    /// cut into new slots, with the slots still pending on the board.
+    /// Slots pending on the other board are claimed back first (the SOS
+    /// moves), and the post follows at once.
+    fn post(&mut self, now: f64, v: f64, tau: f64) {
+        let level = self.post_level();
+        if let Some(&(other, _)) = self.pending.iter().find(|p| p.0 != level) {
+            self.claim_all(now, other);
+            self.next_check = now;
+            return;
+        }
+        // The rank keeps what it computes by its reference end; the tail
+        // must hold more work than help takes to come.
+        let keep = self.lease_len(now).max(self.by_end(now, v));
+        let least_tail = (v * self.costs().help_delay(level)).ceil() as u64;
+        let new = if self.lease.len() > keep + least_tail {
+            self.lease.take_back(self.lease.len() - keep)
+        } else {
+            IdSet::new()
+        };
+        if new.is_empty() && !self.pending.iter().any(|p| p.0 == level) {
+            return;
+        }
+        self.last_seq += 1;
+        let sizes = self.slot_sizes(new.len(), now, v);
+        for s in cut(&new, self.last_seq, 0, &sizes) {
+            self.pending.push((level, s));
+        }
+        self.pending.sort_by_key(|p| p.1.start);
+        // A post anew keeps the index's entry: the index changes only when
+        // an SOS opens or closes (its writers race, see `Clerk::list`).
+        let opens = self.sos.is_none();
+        let opened_at = self.sos.as_ref().map_or(now, |e| e.opened_at);
+        let entry = self.sos.clone().unwrap_or(Entry {
+            rank: self.me,
+            seq: self.last_seq,
+            forecast: tau,
+            opened_at,
+            speed: v,
+        });
+        self.level = level;
+        let sos = self.sos_body(now, v, tau, opened_at);
+        self.ask(
+            Request::Post {
+                entry: entry.clone(),
+                sos,
+                level,
+            },
+            Asking::Post { entry, new, opens },
+        );
+    }
+
+    /// The board an SOS goes on: the host's, unless there is none or the
+    /// host as a whole will be late against the job's forecast end (its
+    /// ranks will not be free in time to close the SOS among themselves)
+    /// and there are other hosts to help.
+    pub(super) fn post_level(&self) -> Level {
+        let host_late = self.host_lateness().is_some() && self.topology.hosts() > 1;
+        if self.params.host_board && (!host_late || self.trading) {
+            Level::Host
+        } else {
+            Level::Shared
+        }
+    }
+
+    /// Seconds by which this rank's host as a whole will be late against the
+    /// job's forecast end, at the last wave's figures, when that is worth a
+    /// post on the shared board (help from other hosts comes only after a
+    /// post and a steal there).
+    fn host_lateness(&self) -> Option<f64> {
+        let threshold = self.costs().post_threshold(Level::Shared);
+        let late = self.host_end - self.job_end;
+        (late >= threshold).then_some(late)
+    }
+
+    /// Learn the helpers' claims of the open SOS and write fresh figures.
+    fn refresh(&mut self, now: f64, v: f64, tau: f64) {
+        let Some(entry) = self.sos.clone() else {
+            return;
+        };
+        let level = self.level;
+        // The next lease with it, when the lease runs short.
+        let front = if self.lease_short(now) {
+            self.front_slots(now)
+        } else {
+            Vec::new()
+        };
+        let mut sos = self.sos_body(now, v, tau, entry.opened_at);
+        if let SosState::Open(p) = &mut sos.state {
+            p.slots.retain(|s| !front.contains(s));
+        }
+        let claim = self.claim_template(now);
+        self.ask(
+            Request::Refresh {
+                entry,
+                sos,
+                level,
+                front,
+                claim,
+            },
+            Asking::Refresh { level },
+        );
+    }
+
+    /// No longer late (or moving): close the SOS; its slots stay this
+    /// rank's to claim as it goes.
+    fn withdraw(&mut self, forecast: f64, moving: bool) {
+        let Some(entry) = &self.sos else {
+            return;
+        };
+        let (level, seq) = (self.level, entry.seq);
+        self.ask(
+            Request::Withdraw { level, seq },
+            Asking::Withdraw { forecast, moving },
+        );
+    }
+
+    /// The front pending slots, up to a lease's worth, on the board of the
+    /// front one.
+    fn front_slots(&self, now: f64) -> Vec<Slot> {
+        let Some(&(level, _)) = self.pending.first() else {
+            return Vec::new();
+        };
+        let target = self.lease_len(now).saturating_sub(self.lease.len()).max(1);
+        let mut n = 0;
+        (self.pending.iter())
+            .take_while(|p| {
+                let more = p.0 == level && n < target;
+                n += p.1.len();
+                more
+            })
+            .map(|p| p.1.clone())
+            .collect()
+    }
+
+    /// Claim the front pending slots, up to a lease's worth, on the board
+    /// of the front one.
+    pub(super) fn claim_front(&mut self, now: f64) {
+        let Some(&(level, _)) = self.pending.first() else {
+            return;
+        };
+        let slots = self.front_slots(now);
+        let claim = self.claim_template(now);
+        self.ask(
+            Request::Claim {
+                level,
+                slots,
+                claim,
+            },
+            Asking::Claim { level },
+        );
+    }
+
+    /// Claim every pending slot on `level`'s board (an SOS that moves).
+    fn claim_all(&mut self, now: f64, level: Level) {
+        let slots = (self.pending.iter())
+            .filter(|p| p.0 == level)
+            .map(|p| p.1.clone())
+            .collect();
+        self.claim_slots(now, level, slots);
+    }
+
+    /// Claim `slots` of the open SOS back, to cut them anew at once.
+    fn claim_back(&mut self, now: f64, slots: Vec<Slot>) {
+        self.recut = true;
+        self.next_check = now;
+        self.claim_slots(now, self.level, slots);
+    }
+
+    /// Claim `slots` on `level`'s board.
+    fn claim_slots(&mut self, now: f64, level: Level, slots: Vec<Slot>) {
+        let claim = self.claim_template(now);
+        self.ask(
+            Request::Claim {
+                level,
+                slots,
+                claim,
+            },
+            Asking::Claim { level },
+        );
+    }
+
+    /// The quota is exhausted, or about to be (`busy_for` seconds of own
+    /// work left): ask the clerk to search the open SOS for help to give.
+    /// `None` when the search is asked for, else when to look again.
+    pub(super) fn help(&mut self, now: f64, busy_for: f64) -> Option<f64> {
+        let idle_since = if busy_for > 0.0 {
+            now
+        } else {
+            *self.idle_since.get_or_insert(now)
+        };
+        // On slow storage a look at the index is dear: at most once per
+        // operation (a watcher still wakes the rank at once).
+        let poll = self.params.poll_interval.max(self.op(Level::Shared));
+        let woken = std::mem::take(&mut self.index_changed);
+        // The last wave saw no SOS open, and no watcher saw the index
+        // change since: nothing to read.
+        if self.open_sos == 0 && !woken {
+            return Some(now + poll);
+        }
+        // An idle rank's last search found nothing, and said when to look
+        // again.
+        if busy_for == 0.0
+            && let Some(at) = self.search_at.take()
+            && now < at
+            && !woken
+        {
+            return Some(at);
+        }
+        let early = self.looks_early(busy_for);
+        let search = self.search(now, (busy_for, idle_since), woken, poll, early);
+        self.ask(Request::Help(search), Asking::Help { early });
+        None
+    }
+
+    /// A search for help from `now`, with `busy_for` seconds of own work
+    /// left and idle since `idle_since`, `early` as [`Search::early`] says.
+    fn search(
+        &self,
+        now: f64,
+        (busy_for, idle_since): (f64, f64),
+        woken: bool,
+        poll: f64,
+        early: bool,
+    ) -> Search {
+        let costs = self.costs();
+        Search {
+            now,
+            busy_for,
+            idle_since,
+            woken,
+            poll,
+            interval: [Level::Shared, Level::Host].map(|l| costs.own_period(l, 0)),
+            policy: self.params.help_policy,
+            speed: self.speed.get(),
+            job_left: self.job_left(now),
+            steal_cost: [0, 1, 2].map(|d| self.steal_cost(d)),
+            host_steal: costs.steal(Level::Host),
+            risk: self.risk(),
+            idle: self.idle.clone(),
+            early,
+            hosts: self.hosts.clone(),
+            counted_at: self.counted_at,
+            site_end: self.site_end(),
+            job_end: self.job_end,
+            shared: !self.trading,
+        }
+    }
+}
