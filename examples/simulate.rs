@@ -3,13 +3,14 @@
 //! virtual clock) and prints one result line, like the emulator's:
 //!
 //! ```text
-//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=12.4 ideal_s=11.75 efficiency=0.95 sim_seconds=0.01 storage_ops_per_s_peak=1200 storage_ops=9000 finalize_writes=16 help_d0=310 help_d1=0 help_d2=0 steals=40 ops_per_steal=3.1
+//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=12.4 ideal_s=11.75 efficiency=0.95 sim_seconds=0.01 storage_ops_per_s_peak=1200 storage_ops=9000 finalize_writes=16 help_d0=310 help_d1=0 help_d2=0 steals=40 ops_per_steal=3.1 host_steals=0
 //! ```
 //!
 //! `help_d<d>`: realisations helpers at distance `d` took (the emulator's);
 //! `finalize_writes`: the monitor logs' writes at `finish`, one per rank, not
-//! in `storage_ops`; `steals`: searches that claimed ids, and
-//! `ops_per_steal` the storage operations they made, on average;
+//! in `storage_ops`; `steals`: searches that claimed ids from the shared
+//! board, and `ops_per_steal` the storage operations they made there, on
+//! average; `host_steals`: those from a host's board;
 //! `transfers`, `transferred`: host transfers sent, and the ids they
 //! carried.
 //! Usage: `simulate SCENARIO MODE [--storage-delay S] [--seed N] [--jitter F]
@@ -104,7 +105,7 @@ fn run() -> Result<String, String> {
         "result: scenario={} mode={} ranks={} realisations={} missing={missing} duplicates={duplicates} \
          makespan_s={:.2} ideal_s={ideal:.2} efficiency={:.3} sim_seconds={seconds:.3} \
          storage_ops_per_s_peak={} storage_ops={} finalize_writes={} help_d0={} help_d1={} \
-         help_d2={} steals={} ops_per_steal={:.2} transfers={} transferred={}",
+         help_d2={} steals={} ops_per_steal={:.2} host_steals={} transfers={} transferred={}",
         scenario.name,
         format!("{mode:?}").to_lowercase(),
         scenario.ranks,
@@ -119,6 +120,7 @@ fn run() -> Result<String, String> {
         help[2],
         steals.0,
         steals.1 as f64 / steals.0.max(1) as f64,
+        out.reports.iter().map(|r| r.host_steals).sum::<u64>(),
         out.transfers.0,
         out.transfers.1,
     ))
@@ -170,7 +172,7 @@ fn print_trace(events: &[Vec<(f64, Event)>]) {
                 ),
                 Event::SosClosed { seq } => format!("sos closed seq={seq}"),
                 Event::AidReceived { aid, .. } => {
-                    format!("aid received from={} ids={}", aid.helper, aid.ids.len())
+                    format!("aid received from={} ids={}", aid.helper.map_or("?".into(), |h| h.to_string()), aid.ids.len())
                 }
                 Event::AidGiven { owner, ids, .. } => {
                     format!("aid taken from={owner} ids={}", ids.len())

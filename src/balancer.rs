@@ -1164,10 +1164,6 @@ impl Balancer {
         }
         let mine = self.rank.report();
         let audit = self.rank.audit();
-        let twice = match self.end.verdict {
-            Some(Verdict::Done) => self.check_claims(),
-            _ => None,
-        };
         let words = [
             mine.computed,
             mine.busy.to_bits(),
@@ -1187,17 +1183,9 @@ impl Balancer {
             mine.given_to[2],
             mine.steals.0,
             mine.steals.1,
-            u64::from(twice.is_some()),
+            mine.host_steals,
         ];
         let all = self.comm.all_gather(&words);
-        // A claim that another rank made again: ids computed twice, named on
-        // every rank by the lowest rank that found one.
-        let twice = rows_first(&all, words.len(), 18).map(|root| {
-            let (_, text) = self
-                .comm
-                .broadcast_message(0, twice.as_deref().unwrap_or(""), root);
-            Error::Audit(text)
-        });
         let rows: Vec<&[u64]> = all.chunks_exact(words.len()).collect();
         let ranks: Vec<RankReport> = rows
             .iter()
@@ -1215,6 +1203,7 @@ impl Balancer {
                 errors: w[8],
                 given_to: [w[13], w[14], w[15]],
                 steals: (w[16], w[17]),
+                host_steals: w[18],
             })
             .collect();
         let mut total_audit = Audit::default();
@@ -1275,6 +1264,12 @@ impl Balancer {
         };
         let total = self.rank.total();
         let audit_error = summary.audit_problem(total);
+        // Ids computed twice: the claim files say which (every rank decides
+        // alike, the audit being the same on every rank).
+        let twice = match (&audit_error, &self.end.verdict) {
+            (Some(_), Some(Verdict::Done)) => self.named_twice(),
+            _ => None,
+        };
         self.monitor.line(
             elapsed,
             format_args!(
@@ -1371,48 +1366,44 @@ impl Balancer {
         Ok(())
     }
 
-    /// The claims this rank won, read again at the end (the job is done): a
-    /// claim file that now names another rank was removed during the run and
-    /// made again, and its ids were computed twice: what to tell every
-    /// rank. A claim file gone, or unreadable, is a warning.
-    fn check_claims(&mut self) -> Option<String> {
+    /// After an audit that found ids computed twice: re-read this rank's
+    /// won claims. A claim file that now names another rank was removed
+    /// during the run and made again; the lowest rank that finds one names
+    /// it on every rank (collective).
+    fn named_twice(&mut self) -> Option<Error> {
         let me = self.comm.rank();
+        let found = self.claim_made_again(me);
+        let flags = self.comm.all_gather(&[u64::from(found.is_some())]);
+        let root = rows_first(&flags, 1, 0)?;
+        let (_, text) = self
+            .comm
+            .broadcast_message(0, found.as_deref().unwrap_or(""), root);
+        Some(Error::Audit(text))
+    }
+
+    /// The first of this rank's won claims whose file names another rank.
+    fn claim_made_again(&mut self, me: usize) -> Option<String> {
         let mut shared = FileBoard::open(&self.job_dir, me).ok()?;
         let mut host =
             (self.host_board_dir.as_ref()).and_then(|(d, _)| FileBoard::open(d, me).ok());
-        let mut twice = None;
-        for (level, owner, slot) in self.rank.won().to_vec() {
+        self.rank.won().iter().find_map(|(level, owner, slot)| {
             let board = match (level, &mut host) {
                 (Level::Host, Some(h)) => h,
                 _ => &mut shared,
             };
-            let path = board.claim_path(owner, &slot);
-            let warning = match board.probe(owner, &slot) {
-                Ok(Probe::Taken(Some(c))) if c.by == me => continue,
-                Ok(Probe::Taken(Some(c))) => {
-                    twice.get_or_insert_with(|| {
-                        format!(
-                            "{} names rank {} as the claimant of ids {}..{}, but rank {me}                              claimed them first: the file was removed during the run and                              made again, and those ids were computed twice",
-                            path.display(),
-                            c.by,
-                            slot.start,
-                            slot.end
-                        )
-                    });
-                    continue;
-                }
-                Ok(Probe::Free) => format!(
-                    "{} (this rank's claim of ids {}..{}) is gone: removed during the run?",
-                    path.display(),
+            match board.probe(*owner, slot) {
+                Ok(Probe::Taken(Some(c))) if c.by != me => Some(format!(
+                    "{} names rank {} as the claimant of ids {}..{}, but rank {me} claimed them \
+                     first: the file was removed during the run and made again, and those ids \
+                     were computed twice",
+                    board.claim_path(*owner, slot).display(),
+                    c.by,
                     slot.start,
                     slot.end
-                ),
-                Ok(Probe::Taken(None)) => format!("{} cannot be read back", path.display()),
-                Err(e) => format!("{e} (reading back this rank's claim)"),
-            };
-            self.warn_at_finish(warning);
-        }
-        twice
+                )),
+                _ => None,
+            }
+        })
     }
 
     /// A warning at `finish`: on stderr (once), in the monitor log and in

@@ -30,6 +30,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// its next poll: each read is an operation.
 const EMPTY_READS: usize = 2;
 
+/// Writes of the index by one change at most, each checked by a read
+/// ([`Clerk::list`]).
+const LIST_TRIES: usize = 4;
+
+/// Claims of this rank's slots by helpers that one request reads, to tell
+/// who the helpers are (the rest are known taken by their names alone).
+const CLAIM_READS: usize = 1;
+
 /// Carries out one rank's requests on the boards. Its state is the
 /// helper's memory of its searches.
 #[derive(Debug)]
@@ -39,6 +47,8 @@ pub struct Clerk {
     topology: Topology,
     /// The host's copy of the open index failed once: not used any more.
     host_copy_broken: bool,
+    /// Claims the current request may still read ([`Clerk::claimant`]).
+    reads_left: usize,
     /// SOS (owner, sequence) found with nothing to take, until when not to
     /// read them again.
     empty: Vec<(usize, u64, f64)>,
@@ -63,6 +73,7 @@ impl Clerk {
             params: rank.params().clone(),
             topology: rank.topology().clone(),
             host_copy_broken: false,
+            reads_left: CLAIM_READS,
             empty: Vec::new(),
             idle_polls: 0,
             last_poll: f64::NEG_INFINITY,
@@ -99,6 +110,7 @@ impl Clerk {
         mut host: Option<&mut (dyn Board + 's)>,
     ) -> Reply {
         self.looks = (0, 0);
+        self.reads_left = CLAIM_READS;
         let before = [Some(shared.ops()), host.as_ref().map(|h| h.ops())];
         let outcome = match request {
             Request::Post { entry, sos, level } => {
@@ -163,6 +175,10 @@ impl Clerk {
         (won, mut taken): (Vec<Slot>, Vec<(Slot, Option<Claim>)>),
         board: &mut dyn Board,
     ) -> Outcome {
+        // After the verdict the SOS and the index are left as they are.
+        if self.over() {
+            return Outcome::Refreshed { won, taken };
+        }
         if let SosState::Open(p) = &sos.state {
             let names = match board.claimed(self.me) {
                 Ok(names) => names,
@@ -176,10 +192,7 @@ impl Clerk {
                 .filter(|s| !known(s) && names.iter().any(|n| s.named(n)))
                 .collect();
             for s in listed {
-                let claim = match board.probe(self.me, s) {
-                    Ok(Probe::Taken(c)) => c,
-                    _ => None,
-                };
+                let claim = self.claimant(s, board);
                 taken.push((s.clone(), claim));
             }
         }
@@ -218,10 +231,7 @@ impl Clerk {
             match tried {
                 Ok(Claimed::Won) => won.push(s.clone()),
                 Ok(Claimed::Lost) => {
-                    let by = match board.probe(self.me, s) {
-                        Ok(Probe::Taken(c)) => c,
-                        _ => None,
-                    };
+                    let by = self.claimant(s, board);
                     lost.push((s.clone(), by));
                 }
                 Err(e) => {
@@ -239,8 +249,25 @@ impl Clerk {
         Outcome::Claimed { won, lost }
     }
 
+    /// Who claimed this rank's slot `s`, while the request may still read
+    /// a claim ([`CLAIM_READS`]): each read is an operation, and the
+    /// claimant is news, not a decision.
+    fn claimant(&mut self, s: &Slot, board: &mut dyn Board) -> Option<Claim> {
+        if self.reads_left == 0 || self.over() {
+            return None;
+        }
+        self.reads_left -= 1;
+        match board.probe(self.me, s) {
+            Ok(Probe::Taken(c)) => c,
+            _ => None,
+        }
+    }
+
     /// Close the SOS and take it out of the index.
     fn withdraw(&mut self, seq: u64, board: &mut dyn Board) -> Outcome {
+        if self.over() {
+            return Outcome::Withdrawn;
+        }
         let closed = Sos {
             rank: self.me,
             seq,
@@ -254,32 +281,36 @@ impl Clerk {
     }
 
     /// Make the index list `entry`, or no SOS of this rank: read it,
-    /// change it, replace it if it changed. Owners that do so at once may
-    /// undo each other's change: the index is a hint, and each owner lists
-    /// itself again at its refresh. An index that cannot be read is
-    /// replaced. True when it lists what it should.
+    /// change it, replace it, and read it again. Owners that do so at once
+    /// undo each other's change: the read after the write sees it, and the
+    /// change is made again ([`LIST_TRIES`] times at most; the index is a
+    /// hint, and each owner lists itself again at its refresh). An index
+    /// that cannot be read is replaced. True when it lists what it should.
     fn list(&mut self, entry: Option<&Entry>, board: &mut dyn Board) -> bool {
-        let mut index = match board.read_index() {
-            Ok(ix) => ix,
-            Err(e) => {
-                self.note(e, "the open index; writing it anew");
-                Index::default()
+        for _ in 0..LIST_TRIES {
+            if self.over() {
+                return false;
             }
-        };
-        let changed = match entry {
-            Some(e) => index.upsert(e),
-            None => index.remove(self.me),
-        };
-        if !changed {
-            return true;
-        }
-        match board.write_index(&index) {
-            Ok(()) => true,
-            Err(e) => {
+            let mut index = match board.read_index() {
+                Ok(ix) => ix,
+                Err(e) => {
+                    self.note(e, "the open index; writing it anew");
+                    Index::default()
+                }
+            };
+            let changed = match entry {
+                Some(e) => index.upsert(e),
+                None => index.remove(self.me),
+            };
+            if !changed {
+                return true;
+            }
+            if let Err(e) = board.write_index(&index) {
                 self.note(e, "the open index");
-                false
+                return false;
             }
         }
+        false
     }
 
     /// Search the host's board, if there is one, then the shared board; an

@@ -179,7 +179,7 @@ impl Monitor {
                 t,
                 format_args!(
                     "aid-received seq={seq} helper={} at={:.4} helper_speed={:.4} ids_len={} ids={}",
-                    aid.helper,
+                    aid.helper.map_or("?".to_string(), |h| h.to_string()),
                     aid.at,
                     aid.speed,
                     aid.ids.len(),

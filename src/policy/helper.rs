@@ -91,17 +91,19 @@ impl Ask {
         let (vh, vj) = (self.helper_speed.max(1e-9), p.speed.max(1e-9));
         // Help never ends after the owner alone would.
         let most = vh * p.unhelped(self.now, taken) / vj;
-        // Each helper starts at its own place among the slots, so that
-        // helpers that read the SOS at once seldom try the same one.
+        // Each helper starts at its own place among the largest slots (the
+        // back's, equal), so that helpers that read the SOS at once seldom
+        // try the same one.
         let mut free: Vec<&Slot> = p
             .slots
             .iter()
             .rev()
             .filter(|s| !taken.contains(s))
             .collect();
-        if !free.is_empty() {
-            let n = free.len();
-            free.rotate_left(self.me % n);
+        let largest = free.iter().map(|s| s.len()).max().unwrap_or(0);
+        let n = free.iter().take_while(|s| s.len() + 1 >= largest).count();
+        if n > 0 {
+            free[..n].rotate_left(self.me % n);
         }
         let mut got = 0.0;
         let mut out = Vec::new();

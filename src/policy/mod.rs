@@ -29,7 +29,7 @@ use crate::plan::{HelpPolicy, Plan, WarmupReport, initial_block, rescale};
 use crate::protocol::{Claim, Entry, Level, Slot};
 use crate::speed::{Speed, forecast};
 use crate::topology::{IdleMap, Topology};
-use crate::verdict::{Audit, Job, hosts_end};
+use crate::verdict::{Audit, Job, bit, hosts_end};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -136,20 +136,20 @@ pub enum Step {
 /// Help a rank received: `helper` claimed `ids` at `at`, at speed `speed`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Aid {
-    /// The helper's rank.
-    pub helper: usize,
+    /// The helper's rank (`None`: its claim was not read).
+    pub helper: Option<usize>,
     /// The ids it claimed.
     pub ids: IdSet,
-    /// When, seconds since the start.
+    /// When, seconds since the start (NaN: not read).
     pub at: f64,
-    /// Its speed then.
+    /// Its speed then (NaN: not read).
     pub speed: f64,
 }
 
 impl From<&Claim> for Aid {
     fn from(c: &Claim) -> Aid {
         Aid {
-            helper: c.by,
+            helper: Some(c.by),
             ids: IdSet::from_range(c.slot.ids()),
             at: c.at,
             speed: c.speed,
@@ -262,15 +262,19 @@ pub struct RankReport {
     pub taken: u64,
     /// Ids others claimed from this rank's SOS, or it sent in host transfers.
     pub given: u64,
-    /// The same, by the helper's (or receiver's) distance: same host, same
-    /// site, elsewhere.
+    /// Ids that moved between ranks at each distance (same host, same
+    /// site, elsewhere): those this rank took by steals, and those it sent
+    /// by host transfers.
     pub given_to: [u64; 3],
     /// SOS posted.
     pub sos_posted: u64,
     /// Signal-file problems got round.
     pub errors: u64,
-    /// Searches that took ids, and the storage operations they made.
+    /// Searches that took ids from the shared board, and the storage
+    /// operations they made there.
     pub steals: (u64, u64),
+    /// Searches that took ids from the host's (node-local) board.
+    pub host_steals: u64,
 }
 
 impl RankReport {
@@ -393,6 +397,9 @@ pub struct Rank {
     share_end: f64,
     /// Open SOS this rank can reach, at the last wave.
     open_sos: u64,
+    /// The helpers an SOS of this rank may expect on the shared board and
+    /// on its host's: the ranks there without an open SOS, at the last wave.
+    helpers: [u64; 2],
     /// The distance to the nearest host all of whose ranks have an SOS open
     /// (0 when none): this rank's steals from there set how far ahead it
     /// looks ([`Rank::nearest_sos`]).
@@ -460,6 +467,7 @@ impl Rank {
             free: false,
             share_end: f64::NEG_INFINITY,
             open_sos: 0,
+            helpers: [0; 2],
             sos_near: 0,
             index_changed: false,
             won: Vec::new(),
@@ -589,6 +597,13 @@ impl Rank {
         let host = self.topology.host_index(self.me);
         self.host_end = job.host_end(host);
         self.open_sos = job.reachable_open(host);
+        let without_sos = |rs: &mut dyn Iterator<Item = usize>| {
+            rs.filter(|&r| r != self.me && !bit(&job.sos_ranks, r)).count() as u64
+        };
+        self.helpers = [
+            without_sos(&mut (0..self.topology.ranks())),
+            without_sos(&mut self.topology.members(host).iter().copied()),
+        ];
         self.sos_near = self.nearest_sos(&job);
         if self.topology.sites() > 1 {
             let site = self.topology.hosts_nearer(self.me, 2);
@@ -846,8 +861,13 @@ impl Rank {
                     slots,
                     ends,
                 }) => {
-                    self.report.steals.0 += 1;
-                    self.report.steals.1 += reply.ops[crate::cost::slot(level)];
+                    match level {
+                        Level::Shared => {
+                            self.report.steals.0 += 1;
+                            self.report.steals.1 += reply.ops[crate::cost::slot(level)];
+                        }
+                        Level::Host => self.report.host_steals += 1,
+                    }
                     self.took(owner, level, slots);
                     self.idle_since = None;
                     self.share_end = ends;
@@ -896,17 +916,12 @@ impl Rank {
         let aid = match &claim {
             Some(c) => Aid::from(c),
             None => Aid {
-                helper: usize::MAX,
+                helper: None,
                 ids: IdSet::from_range(s.ids()),
                 at: f64::NAN,
                 speed: f64::NAN,
             },
         };
-        // (A helper number comes from a file: no rank beyond the job's.)
-        if aid.helper < self.topology.ranks() {
-            let d = self.topology.distance(self.me, aid.helper).min(2);
-            self.report.given_to[d as usize] += s.len();
-        }
         if let Some(c) = claim {
             self.helped.push(c);
         }
@@ -921,6 +936,8 @@ impl Rank {
             ids.insert(s.ids());
         }
         self.report.taken += ids.len();
+        let d = self.topology.distance(self.me, owner).min(2);
+        self.report.given_to[d as usize] += ids.len();
         self.lease.extend(&ids);
         let seq = slots.first().map_or(0, |s| s.seq);
         self.won

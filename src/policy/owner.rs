@@ -5,7 +5,7 @@
 use super::request::{Request, Search};
 use super::{Asking, Event, Phase, Rank};
 use crate::config::Mode;
-use crate::cost::{EARLY_LOOKS, GROWTH, RISK};
+use crate::cost::{EARLY_LOOKS, GROWTH, RISK, slot};
 use crate::ids::IdSet;
 use crate::protocol::{Entry, Level, Post, Slot, Sos, SosState, cut};
 use crate::speed::forecast;
@@ -245,15 +245,38 @@ impl Rank {
             .unwrap_or(0)
     }
 
-    /// The sizes of the slots of a new post's `n` ids: equal slots of about
-    /// the share a helper takes now ([`Rank::slot_target`]).
+    /// The sizes of the slots of a new post's `n` ids, front first: a
+    /// lease, a lease, then doubling ([`GROWTH`]) up to the share a helper
+    /// takes now ([`Rank::slot_target`], no smaller than
+    /// [`Rank::least_slot`]), and slots of that share at the back, where
+    /// helpers take first. The owner claims the small front slots itself
+    /// as it goes.
     fn slot_sizes(&self, n: u64, now: f64, v: f64) -> Vec<u64> {
-        let unit = self.lease_len(now).max(1);
-        let share = self.slot_target(now, n, n, v).max(unit);
-        let slots = ((n as f64 / share as f64).round() as u64).max(1);
-        (0..slots)
-            .map(|k| n / slots + u64::from(k < n % slots))
-            .collect()
+        let offered: u64 = (self.pending.iter())
+            .filter(|p| p.0 == self.level)
+            .map(|p| p.1.len())
+            .sum();
+        let share = (self.slot_target(now, n, n + offered, v)).max(self.least_slot(now));
+        let mut unit = self.lease_len(now).max(1);
+        let mut sizes = vec![unit.min(n)];
+        let mut left = n - sizes[0];
+        while left > 0 && unit < share {
+            let size = unit.min(left);
+            sizes.push(size);
+            left -= size;
+            unit *= GROWTH;
+        }
+        let back = left.div_ceil(share);
+        sizes.extend((0..back).map(|k| left / back + u64::from(k < left % back)));
+        sizes
+    }
+
+    /// The smallest slot: a lease of this rank, and an own period of a
+    /// helper's work (a helper claims no more often than a clerk can).
+    fn least_slot(&self, now: f64) -> u64 {
+        let period = self.costs().own_period(self.level, 0);
+        let helper = (self.helper_speed * period).ceil() as u64;
+        self.lease_len(now).max(helper).max(1)
     }
 
     /// The share a helper takes now from this rank's work (its ids and `n`
@@ -286,7 +309,7 @@ impl Rank {
         let offered: u64 = mine.iter().map(Slot::len).sum();
         let share = self
             .slot_target(now, 0, offered, v)
-            .max(self.lease_len(now));
+            .max(self.least_slot(now));
         if mine.iter().any(|s| s.len() > GROWTH * share) {
             mine
         } else {
@@ -295,18 +318,13 @@ impl Rank {
     }
 
     /// The size of a helper's slot when `n` more ids are offered, `help`
-    /// ids in all: the share a helper takes
-    /// now, or the helpers' part split among the helpers this SOS may
-    /// expect (the free ranks that reach its board over the open SOS, at
-    /// the last wave), if smaller.
+    /// ids in all: the share a helper takes now, or the helpers' part
+    /// split among the helpers this SOS may expect (the ranks that reach
+    /// its board without an SOS of their own, over the open SOS, at the
+    /// last wave), if smaller.
     fn slot_target(&self, now: f64, n: u64, help: u64, v: f64) -> u64 {
-        let free = u64::from(match self.level {
-            Level::Host => self.topology.free_nearer(&self.idle, self.me, 1),
-            Level::Shared => self.idle.free(),
-        });
-        let helpers = (free / self.open_sos.max(1)).max(1);
-        let half = self.helper_share(now, n, v).div_ceil(GROWTH);
-        half.min(help.div_ceil(helpers))
+        let helpers = (self.helpers[slot(self.level)] / self.open_sos.max(1)).max(1);
+        self.helper_share(now, n, v).min(help.div_ceil(helpers))
     }
 
     /// The ids this rank computes by its reference end (the job's forecast
@@ -355,6 +373,7 @@ impl Rank {
             self.next_check = now;
             return;
         }
+        self.level = level;
         // The rank keeps what it computes by its reference end; the tail
         // must hold more work than help takes to come.
         let keep = self.lease_len(now).max(self.by_end(now, v));
@@ -384,7 +403,6 @@ impl Rank {
             opened_at,
             speed: v,
         });
-        self.level = level;
         let sos = self.sos_body(now, v, tau, opened_at);
         self.ask(
             Request::Post {

@@ -153,7 +153,10 @@ pub fn parse_line(line: &str) -> Result<Record, String> {
         "aid-received" => Event::AidReceived {
             seq: num(f, "seq")?,
             aid: Aid {
-                helper: num(f, "helper")?,
+                helper: match field(f, "helper")? {
+                    "?" => None,
+                    _ => Some(num(f, "helper")?),
+                },
                 ids: ids("ids")?,
                 at: num(f, "at")?,
                 speed: num(f, "helper_speed")?,
@@ -266,7 +269,7 @@ mod tests {
             Event::AidReceived { seq, aid } => {
                 assert_eq!(
                     (seq, aid.helper, aid.ids.len(), aid.at, aid.speed),
-                    (2, 1, 7, 1.2, 98.1)
+                    (2, Some(1), 7, 1.2, 98.1)
                 )
             }
             e => panic!("{e:?}"),
