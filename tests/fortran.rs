@@ -1,4 +1,5 @@
-//! The Fortran interface end to end: programs built with `mpif90` against the
+//! The Fortran interface end to end: programs built with `mpif90` (or
+//! MPICH's `mpif90.mpich`, see [`common::mpifc`]) against the
 //! static library of this test run (`fortran/soslb.f90` + `libsoslb.a`), run
 //! under mpirun. The demo `examples/slab.f90`, and the test programs in
 //! `tests/fortran/`: `ids.f90` (every id computed exactly once) and
@@ -41,7 +42,8 @@ fn build(name: &str, source: &str) -> PathBuf {
         dirs.push(dir.clone());
     }
     let exe = dir.join(name);
-    let out = Command::new("mpif90")
+    let mpifc = common::mpifc();
+    let out = Command::new(&mpifc)
         .arg("-O2")
         .arg("-J")
         .arg(&dir)
@@ -52,10 +54,10 @@ fn build(name: &str, source: &str) -> PathBuf {
         .args(["-lpthread", "-ldl", "-lm"])
         .current_dir(common::root())
         .output()
-        .expect("mpif90 runs (is Open MPI with gfortran installed? see scripts/setup.sh)");
+        .unwrap_or_else(|e| panic!("{mpifc} does not run ({e}): see scripts/setup.sh"));
     assert!(
         out.status.success(),
-        "mpif90 could not build {source}:\n{}{}",
+        "{mpifc} could not build {source}:\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

@@ -128,8 +128,9 @@ fn build_with_pkg_config(scratch: &Scratch) -> (PathBuf, u64) {
     let mut c = Command::new("sh");
     c.args([
         "-c",
-        "mpif90 -o pi pi.f90 $(pkg-config --cflags --libs soslb)",
+        "\"$MPIFC\" -o pi pi.f90 $(pkg-config --cflags --libs soslb)",
     ])
+    .env("MPIFC", common::mpifc())
     .current_dir(&dir)
     .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"));
     succeed(c, "the pkg-config build of the README example");
