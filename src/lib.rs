@@ -71,6 +71,7 @@
 #![deny(missing_docs)]
 
 pub mod balancer;
+pub mod batch;
 pub mod board;
 pub mod clerk;
 mod comm;
