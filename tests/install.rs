@@ -92,7 +92,8 @@ fn install(prefix: &Path) {
     c.arg(common::root().join("scripts/install.sh"))
         .arg("--lib")
         .arg(&lib)
-        .arg(prefix);
+        .arg(prefix)
+        .env("MPIFC", common::mpifc());
     let out = succeed(c, "scripts/install.sh");
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -273,6 +274,57 @@ fn install_makes_a_lean_complete_prefix() {
         "pkg-config --libs: {libs}"
     );
     assert_eq!(pkg_config("--modversion"), env!("CARGO_PKG_VERSION"));
+    // The MPI it was built with, as the library itself says.
+    let family = match common::mpi() {
+        common::Mpi::OpenMpi => ("openmpi", "Open MPI v"),
+        common::Mpi::Mpich => ("mpich", "MPICH Version: "),
+    };
+    assert_eq!(pkg_config("--variable=mpi_family"), family.0);
+    let mpi = pkg_config("--variable=mpi");
+    assert!(
+        mpi.starts_with(family.1),
+        "pkg-config --variable=mpi: {mpi}"
+    );
+    let cmake = std::fs::read_to_string(prefix.join("lib/cmake/soslb/soslbConfig.cmake")).unwrap();
+    assert!(
+        cmake.contains(&format!("set(soslb_MPI \"{mpi}\")")),
+        "the CMake package does not record {mpi}"
+    );
+}
+
+#[test]
+fn install_refuses_a_prefix_built_with_the_other_mpi() {
+    let scratch = Scratch::new("other-mpi");
+    let prefix = scratch.path("prefix");
+    install(&prefix);
+    let pc = prefix.join("lib/pkgconfig/soslb.pc");
+    let text = std::fs::read_to_string(&pc).unwrap();
+    let other = match common::mpi() {
+        common::Mpi::OpenMpi => "MPICH Version: 4.0.2",
+        common::Mpi::Mpich => "Open MPI v4.1.4",
+    };
+    let mine = text
+        .lines()
+        .find_map(|l| l.strip_prefix("mpi="))
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        &pc,
+        text.replace(&format!("mpi={mine}"), &format!("mpi={other}")),
+    )
+    .unwrap();
+    let mut c = Command::new("bash");
+    c.arg(common::root().join("scripts/install.sh"))
+        .arg("--lib")
+        .arg(common::target_dir().join("libsoslb.a"))
+        .arg(&prefix)
+        .env("MPIFC", common::mpifc());
+    let (out, text) = output(c, "install.sh over a prefix of the other MPI");
+    assert!(!out.status.success(), "{text}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for w in [other, mine.as_str(), "another prefix"] {
+        assert!(stderr.contains(w), "no `{w}` in the message: {text}");
+    }
 }
 
 #[test]
@@ -299,6 +351,7 @@ fn readme_example_builds_with_cmake_and_runs() {
         .arg("-B")
         .arg(&build)
         .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+        .arg(format!("-DMPI_Fortran_COMPILER={}", common::mpifc()))
         .env_remove("CMAKE_PREFIX_PATH");
     succeed(configure, "cmake configure of the README's CMakeLists.txt");
     let mut make = Command::new("cmake");
