@@ -189,18 +189,19 @@ stop_daemons() {
     done
 }
 
-# The job processes slurmd started and left (slurmstepd and what runs under
-# it): those whose SLURM_CONF is ours.
+# The job processes slurmd started and left: slurmstepd, and whatever runs
+# with a job id of this Slurm in its environment.
 stray_processes() {
-    local e p
+    local e p env
     for e in /proc/[0-9]*/environ; do
         p=${e#/proc/}
         p=${p%/environ}
         [ "$p" = $$ ] && continue
-        tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "SLURM_CONF=$S/slurm.conf" && echo "$p"
         case "$(readlink "/proc/$p/exe" 2>/dev/null)" in
-            */slurmstepd) echo "$p" ;;
+            */slurmstepd) echo "$p"; continue ;;
         esac
+        env=$({ tr '\0' '\n' <"$e"; } 2>/dev/null) || continue
+        grep -qx "SLURM_CONF=$S/slurm.conf" <<<"$env" && grep -q '^SLURM_JOB_ID=' <<<"$env" && echo "$p"
     done | sort -u
 }
 
@@ -220,7 +221,7 @@ stop() {
     local left p
     left=$(stray_processes)
     for p in $left; do
-        say "killing pid $p, left by a job: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+        say "killing pid $p, left by a job: $({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null)"
         kill -KILL "$p" 2>/dev/null || true
     done
     sleep 0.2
