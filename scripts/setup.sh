@@ -203,7 +203,10 @@ case "${SOSLB_MPI:-}" in
         setup_say "SOSLB_MPI=$SOSLB_MPI: say openmpi or mpich, or unset it (then MPICC or mpicc)"
         exit 1 ;;
 esac
-export SOSLB_MPI=${SOSLB_MPI:-}
+# The scripts' own SOSLB_* variables stay in this shell: soslb reads every
+# SOSLB_* variable of a rank's environment as configuration, and refuses
+# names it does not know.
+export -n SOSLB_MPI SOSLB_SETUP SOSLB_SLURM_DIR 2>/dev/null || true
 
 if [ "${SOSLB_SETUP:-1}" != 0 ]; then
     if ! command -v cargo >/dev/null 2>&1; then
