@@ -421,8 +421,13 @@ impl Comm {
     }
 
     /// `MPI_Allgather` of `words` (the same length on every rank), rank by
-    /// rank; the waiting ranks sleep.
+    /// rank; the waiting ranks sleep. (Nothing for no words, as in
+    /// [`Comm::sum`]: an empty buffer's address may be Open MPI's
+    /// `MPI_IN_PLACE`.)
     pub fn all_gather(&self, words: &[u64]) -> Vec<u64> {
+        if words.is_empty() {
+            return Vec::new();
+        }
         let mut gather = self.start_gather(words.to_vec());
         gather.wait();
         std::mem::take(&mut gather.recv)
@@ -495,7 +500,9 @@ impl Comm {
         String::from_utf8_lossy(&buf).into_owned()
     }
 
-    /// `MPI_Ibcast` of `count` items at `buf`, waited for quietly.
+    /// `MPI_Ibcast` of `count` items at `buf`, waited for quietly. Nothing
+    /// for none: an empty buffer's address may be 1, Open MPI's
+    /// `MPI_IN_PLACE`, which its `MPI_Ibcast` refuses.
     fn quiet_bcast(
         &self,
         buf: *mut std::ffi::c_void,
@@ -503,6 +510,9 @@ impl Comm {
         datatype: mpi::ffi::MPI_Datatype,
         root: usize,
     ) {
+        if count == 0 {
+            return;
+        }
         let mut req = [null_request()];
         // SAFETY: `buf` holds `count` items of `datatype` and outlives the
         // request, which is waited for here.
@@ -566,6 +576,9 @@ impl Comm {
 
     /// Elementwise sum over all ranks; the waiting ranks sleep.
     pub fn sum(&self, words: &[i64]) -> Vec<i64> {
+        if words.is_empty() {
+            return Vec::new();
+        }
         let mut out = vec![0i64; words.len()];
         let mut req = [null_request()];
         // SAFETY: both buffers outlive the request, which is waited for
