@@ -2,8 +2,9 @@
 //! MPICH's `mpif90.mpich`, see [`common::mpifc`]) against the
 //! static library of this test run (`fortran/soslb.f90` + `libsoslb.a`), run
 //! under mpirun. The demo `examples/slab.f90`, and the test programs in
-//! `tests/fortran/`: `ids.f90` (every id computed exactly once) and
-//! `errors.f90` (bad input gives its code and a helpful message).
+//! `tests/fortran/`: `ids.f90` (every id computed exactly once),
+//! `errors.f90` (bad input gives its code and a helpful message) and
+//! `f08.f90` (the `mpi_f08` module's handles, a communicator of its own).
 
 mod common;
 
@@ -64,15 +65,17 @@ fn build(name: &str, source: &str) -> PathBuf {
     exe
 }
 
-/// A program, built once per test binary: `slab`, `ids` or `errors`.
+/// A program, built once per test binary: `slab`, `ids`, `errors` or `f08`.
 fn program(name: &str) -> &'static Path {
     static SLAB: OnceLock<PathBuf> = OnceLock::new();
     static IDS: OnceLock<PathBuf> = OnceLock::new();
     static ERRORS: OnceLock<PathBuf> = OnceLock::new();
+    static F08: OnceLock<PathBuf> = OnceLock::new();
     let (cell, source) = match name {
         "slab" => (&SLAB, "examples/slab.f90"),
         "ids" => (&IDS, "tests/fortran/ids.f90"),
         "errors" => (&ERRORS, "tests/fortran/errors.f90"),
+        "f08" => (&F08, "tests/fortran/f08.f90"),
         _ => unreachable!("no program {name}"),
     };
     cell.get_or_init(|| build(name, source))
@@ -399,6 +402,34 @@ fn error_bad_config_value() {
         error_case("bad-value", 2, Some(&path), &[]),
         CONFIG,
         &["check_interval", &path, "0.1"],
+    );
+}
+
+#[test]
+fn mpi_f08_users_pass_comm_mpi_val_of_a_communicator_of_their_own() {
+    // Open MPI's Fortran handles are table indices (MPI_COMM_NULL is 2),
+    // MPICH's are the C handles themselves (0x04000000): both convert.
+    let dir = Scratch::new("f08");
+    let r = run_ok(5, "f08", &["split"], &dir, &[]);
+    let mut halves: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("f08: half="))
+        .collect();
+    halves.sort();
+    assert_eq!(
+        halves,
+        [
+            "f08: half=0 ranks=2 total=300 computed=300 duplicates=0",
+            "f08: half=1 ranks=3 total=300 computed=300 duplicates=0"
+        ],
+        "{r}"
+    );
+    let r = run_ok(2, "f08", &["null"], &dir, &[]);
+    let line = r.line("f08: case=null ");
+    assert!(
+        line.contains("ierr=1 ") && line.contains("MPI_COMM_NULL"),
+        "{line} in {r}"
     );
 }
 
