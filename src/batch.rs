@@ -242,9 +242,11 @@ pub fn decode(text: &str) -> Option<Result<Answer, String>> {
 /// The batch system's answer, on every rank of `comm`: rank 0 asks at the
 /// first init of the process (the answer is kept for later inits) and
 /// broadcasts it. `None` when there is nothing to ask (no job id, or
-/// `SLURM_JOB_END_TIME` is set); an error says why there is no answer.
+/// `SLURM_JOB_END_TIME` is set); an error says why there is no answer, at
+/// the first init only (one warning per process).
 pub(crate) fn walltime(comm: &Comm) -> Option<Result<Answer, String>> {
     static ASKED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let mine = if comm.rank() == 0 {
         ASKED
             .get_or_init(|| {
@@ -255,7 +257,9 @@ pub(crate) fn walltime(comm: &Comm) -> Option<Result<Answer, String>> {
     } else {
         String::new()
     };
-    decode(&comm.broadcast_string(&mine, 0))
+    let answer = decode(&comm.broadcast_string(&mine, 0));
+    let said = SAID.swap(true, std::sync::atomic::Ordering::Relaxed);
+    answer.filter(|a| a.is_ok() || !said)
 }
 
 #[cfg(test)]
