@@ -63,8 +63,10 @@ mpich_pass() (
     export SOSLB_MPI=mpich
     . scripts/setup.sh
     need_commands cmake=cmake
-    cargo build --release --lib --bins --examples
-    run_tests --test mpi --test fortran --test liveness --test grid --test install
+    # Only what these tests run: the library, the emulator and the tests,
+    # without the soslb command's plotting crates (the report feature).
+    cargo build --release --no-default-features --lib --example emulate
+    run_tests --no-default-features --test mpi --test fortran --test liveness --test grid --test install
 )
 
 slurm_pass() (
@@ -74,9 +76,10 @@ slurm_pass() (
     bash scripts/slurm.sh start
     trap 'bash scripts/slurm.sh stop' EXIT
     eval "$(bash scripts/slurm.sh env)"
-    # The jobs sleep more than they compute: all four at once.
+    # The jobs sleep more than they compute: all four at once; their output
+    # has what sacct says of each job.
     if cargo nextest --version >/dev/null 2>&1; then
-        cargo nextest run --release --no-fail-fast --test-threads 4 --test slurm
+        cargo nextest run --release --no-fail-fast --test-threads 4 --success-output immediate --test slurm
     else
         cargo test --release --no-fail-fast --test slurm -- --test-threads 4
     fi
