@@ -361,6 +361,50 @@ fn readme_example_builds_with_cmake_and_runs() {
 }
 
 #[test]
+fn cmake_refuses_a_project_that_found_the_other_mpi() {
+    // The other MPI's Fortran wrapper (test.sh installs both).
+    let other = match common::mpi() {
+        common::Mpi::OpenMpi => "mpif90.mpich",
+        common::Mpi::Mpich => "mpif90.openmpi",
+    };
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {other}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        let why = format!("no {other}: install the other MPI (scripts/test.sh does)");
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let scratch = Scratch::new("cmake-other");
+    let prefix = scratch.path("prefix");
+    install(&prefix);
+    let dir = scratch.path("cmake");
+    std::fs::create_dir_all(&dir).unwrap();
+    example_source(&dir);
+    std::fs::write(dir.join("CMakeLists.txt"), readme_block("CMakeLists.txt")).unwrap();
+    let mut configure = Command::new("cmake");
+    configure
+        .arg("-S")
+        .arg(&dir)
+        .arg("-B")
+        .arg(dir.join("build"))
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+        .arg(format!("-DMPI_Fortran_COMPILER={other}"))
+        .env_remove("CMAKE_PREFIX_PATH");
+    let (out, text) = output(configure, "cmake configure with the other MPI");
+    assert!(!out.status.success(), "{text}");
+    for w in [
+        "was built with",
+        "found another MPI",
+        "MPI_Fortran_COMPILER",
+    ] {
+        assert!(text.contains(w), "no `{w}` in the message: {text}");
+    }
+}
+
+#[test]
 fn readme_example_stops_on_an_error_with_the_message() {
     let scratch = Scratch::new("error");
     let (program, _) = build_with_pkg_config(&scratch);
