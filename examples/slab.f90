@@ -289,17 +289,19 @@ contains
          write (error_unit, '(a)') 'usage: slab [total] [config]   (defaults 4000 and examples/slab.ron)'
          flush (error_unit)
       end if
-      call MPI_Abort(MPI_COMM_WORLD, 2, mpierr)
+      stop 2
    end subroutine usage
 
-   !> On an error of `what`, print the library's message and abort the job.
+   !> On an error of `what`, print the library's message and stop the job:
+   !> a stop with the error's code ends the other ranks too, as MPI_Abort
+   !> would, but MPICH's mpiexec may drop what an aborting rank has just written.
    subroutine check(what)
       character(len=*), intent(in) :: what
       if (ierr /= SOSLB_OK) then
          write (error_unit, '(a,i0,a,i0,a)') 'slab: rank ', rank, ': ' // what // ' failed (ierr=', ierr, &
             '): ' // soslb_error_message()
          flush (error_unit)
-         call MPI_Abort(MPI_COMM_WORLD, ierr, mpierr)
+         stop ierr
       end if
    end subroutine check
 

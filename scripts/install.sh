@@ -7,6 +7,15 @@
 #   PREFIX/lib/pkgconfig/soslb.pc             mpif90 prog.f90 $(pkg-config --cflags --libs soslb)
 #   PREFIX/lib/cmake/soslb/soslbConfig.cmake  find_package(soslb): the target soslb::soslb
 #   PREFIX/share/soslb/soslb.f90              the module's source, for another compiler
+#   PREFIX/bin/soslb                          the soslb command, when it was built
+#                                             beside the library (cargo build --release)
+#
+# The MPI the library was built against (Open MPI, or MPICH and its ABI:
+# Intel MPI, MVAPICH, Cray MPICH) is recorded in soslb.pc (`pkg-config
+# --variable=mpi soslb`) and in the CMake package, which refuses a project
+# that found the other MPI; `soslb --version` prints it too. The install
+# refuses a Fortran wrapper of another MPI than the library's, and a prefix
+# that holds soslb built with another MPI.
 #
 # usage: scripts/install.sh [--lib LIBSOSLB_A] [--keep-debug] [--quiet] PREFIX
 #
@@ -17,7 +26,8 @@
 #                  is always stripped)
 #   --quiet        print nothing on success
 #
-# Environment: MPIFC, the MPI Fortran compiler wrapper (default mpif90), which
+# Environment: MPIFC, the MPI Fortran compiler wrapper (default mpif90;
+# SOSLB_MPI=mpich makes it mpif90.mpich, see setup.sh), which
 # compiles the module: a .mod file is read only by the compiler (and version)
 # that wrote it. FCFLAGS, its flags (default -O2 -fPIC).
 set -euo pipefail
@@ -87,6 +97,36 @@ grep -q ' T soslb_init$' "$work/symbols" || fail "$lib does not define soslb_ini
 ar t "$work/libsoslb.a" >"$work/members"
 grep -qx soslb_fortran.o "$work/members" || fail "the Fortran module's object is not in the archive"
 
+# Which MPI: the library's, from its undefined symbols (Open MPI's mpi.h makes
+# MPI_COMM_WORLD a global, ompi_mpi_comm_world; MPICH's handles are
+# integers), and the Fortran wrapper's, from the library it links
+# (MPI_Get_library_version, callable before MPI_Init).
+family() { case "$1" in *"Open MPI"*) echo openmpi ;; *) echo mpich ;; esac; }
+if grep -q ' U ompi_mpi_comm_world$' "$work/symbols"; then lib_mpi=openmpi; else lib_mpi=mpich; fi
+cat >"$work/mpi_version.f90" <<'EOF'
+program which_mpi
+   use mpi
+   implicit none
+   character(len=MPI_MAX_LIBRARY_VERSION_STRING) :: v
+   integer :: n, ierr
+   call MPI_Get_library_version(v, n, ierr)
+   write (*, '(a)') v(1:n)
+end program which_mpi
+EOF
+(cd "$work" && "$mpifc" -o mpi_version mpi_version.f90 >/dev/null 2>&1) ||
+    fail "$mpifc could not build a program that asks its MPI library for its version"
+# The first line, blanks squeezed, up to the first comma:
+# "MPICH Version: 4.0.2", "Open MPI v4.1.4".
+mpi_version=$("$work/mpi_version" | head -1 | tr -s ' \t' '  ' | sed 's/,.*//; s/ *$//')
+[ -n "$mpi_version" ] || fail "$work/mpi_version printed no version"
+[ "$(family "$mpi_version")" = "$lib_mpi" ] ||
+    fail "$lib was built against $lib_mpi, but $mpifc is $mpi_version: build the library with the same MPI (SOSLB_MPI, MPICC) or set MPIFC to its Fortran wrapper"
+if [ -f "$prefix/lib/pkgconfig/soslb.pc" ]; then
+    before=$(sed -n 's/^mpi=//p' "$prefix/lib/pkgconfig/soslb.pc")
+    [ -z "$before" ] || [ "$(family "$before")" = "$lib_mpi" ] ||
+        fail "$prefix holds soslb built with $before; this one is built with $mpi_version: install into another prefix, or remove $prefix first"
+fi
+
 # What Rust's std needs from the system (rustc --print native-static-libs,
 # without the MPI library, which the MPI compiler wrapper or MPI::MPI_* adds).
 syslibs="-lgcc_s -lutil -lrt -lpthread -lm -ldl"
@@ -96,18 +136,26 @@ cat >"$work/soslb.pc" <<EOF
 # Build with the MPI compiler wrapper, which adds the MPI libraries:
 #   mpif90 prog.f90 \$(pkg-config --cflags --libs soslb)
 #   mpicc prog.c \$(pkg-config --cflags --libs soslb)
+# Built with $mpi_version: link with the same MPI (pkg-config --variable=mpi soslb).
 prefix=$prefix
 libdir=\${prefix}/lib
 includedir=\${prefix}/include
+mpi=$mpi_version
+mpi_family=$lib_mpi
 
 Name: soslb
-Description: Load balancing of Monte-Carlo realisations over MPI ranks (Fortran and C)
+Description: Load balancing of Monte-Carlo realisations over MPI ranks (Fortran and C), built with $mpi_version
 Version: $version
 Cflags: -I\${includedir}
 Libs: -L\${libdir} -lsoslb $syslibs
 EOF
 
-cat >"$work/soslbConfig.cmake" <<'EOF'
+cat >"$work/soslbConfig.cmake" <<EOF
+# The MPI this soslb was built with: $mpi_version.
+set(soslb_MPI "$mpi_version")
+set(soslb_MPI_FAMILY "$lib_mpi")
+EOF
+cat >>"$work/soslbConfig.cmake" <<'EOF'
 # The CMake package of soslb (written by scripts/install.sh):
 #
 #   find_package(MPI REQUIRED COMPONENTS Fortran)
@@ -151,8 +199,24 @@ if(NOT TARGET MPI::MPI_C AND NOT TARGET MPI::MPI_Fortran)
 endif()
 if(TARGET MPI::MPI_C)
   set(_soslb_mpi MPI::MPI_C)
+  set(_soslb_found "${MPI_C_LIBRARIES}")
 else()
   set(_soslb_mpi MPI::MPI_Fortran)
+  set(_soslb_found "${MPI_Fortran_LIBRARIES}")
+endif()
+# Open MPI and MPICH are not interchangeable: refuse the other one (Open
+# MPI's libraries include libopen-pal).
+if(_soslb_found)
+  if(_soslb_found MATCHES "open-pal|mpi_mpifh")
+    set(_soslb_family openmpi)
+  else()
+    set(_soslb_family mpich)
+  endif()
+  if(NOT _soslb_family STREQUAL soslb_MPI_FAMILY)
+    set(soslb_FOUND FALSE)
+    set(soslb_NOT_FOUND_MESSAGE "soslb in ${_soslb_prefix} was built with ${soslb_MPI}, but the project found another MPI (${_soslb_found}): point CMake to the same MPI (-DMPI_Fortran_COMPILER=..., -DMPI_C_COMPILER=...) or use a soslb built with that one")
+    return()
+  endif()
 endif()
 
 add_library(soslb::soslb STATIC IMPORTED)
@@ -190,13 +254,18 @@ install -m 644 "$ROOT/fortran/soslb.h" "$work/soslb.mod" "$prefix/include/"
 install -m 644 "$work/soslb.pc" "$prefix/lib/pkgconfig/soslb.pc"
 install -m 644 "$work/soslbConfig.cmake" "$work/soslbConfigVersion.cmake" "$prefix/lib/cmake/soslb/"
 install -m 644 "$ROOT/fortran/soslb.f90" "$prefix/share/soslb/soslb.f90"
+# The soslb command, when it was built beside the library.
+if [ -x "$(dirname "$lib")/soslb" ]; then
+    install -d "$prefix/bin"
+    install -m 755 "$(dirname "$lib")/soslb" "$prefix/bin/soslb"
+fi
 
 if ((!quiet)); then
     size=$(wc -c <"$prefix/lib/libsoslb.a" | awk '{printf "%.1f", $1 / 1e6}')
     cat <<EOF
-install: soslb $version in $prefix (lib/libsoslb.a: $size MB; module by $(command -v "$mpifc"))
+install: soslb $version in $prefix (lib/libsoslb.a: $size MB; module by $(command -v "$mpifc"); $mpi_version)
   pkg-config: export PKG_CONFIG_PATH=$prefix/lib/pkgconfig\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}
-              mpif90 prog.f90 \$(pkg-config --cflags --libs soslb)
+              ${mpifc##*/} prog.f90 \$(pkg-config --cflags --libs soslb)
   CMake:      cmake -DCMAKE_PREFIX_PATH=$prefix ..   with find_package(soslb) and soslb::soslb
 EOF
 fi

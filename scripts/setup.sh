@@ -5,11 +5,19 @@
 # install, or which variable points the build to what the machine has. Then it
 # lets Open MPI run as root and oversubscribe cores, and defines build_slab.
 #
+# Which MPI: SOSLB_MPI=openmpi or SOSLB_MPI=mpich picks Debian's Open MPI or
+# MPICH by their own tools (mpicc.openmpi, mpicc.mpich, ...), whatever the
+# system's mpicc/mpirun alternatives point to; the MPICH build goes to its
+# own target directory (target/mpich), so the two never mix. Unset, the build
+# uses MPICC or MPI_PKG_CONFIG when set, else mpicc, mpif90 and mpirun.
+# Exported for the scripts: MPICC, MPIFC (Fortran wrapper), MPIEXEC (launcher).
+#
 # For the scripts that source it:
 #   need_commands CMD=PACKAGE...   install the Debian package of each missing command
 #   need_cargo_components NAME...  cargo subcommands from rustup components (clippy, fmt)
 #   have_libclang                  does the `mpi` crate's bindgen find what it needs?
-#   build_slab                     the release library and target/release/slab
+#   build_slab                     the release library and <target>/release/slab
+#   mpi_launch NP PROGRAM ARGS...  run PROGRAM on NP ranks with $MPIEXEC
 #
 # SOSLB_SETUP=0 skips the checks and installs (you provide the tools).
 set -euo pipefail
@@ -176,6 +184,30 @@ need_cargo_components() {
     fi
 }
 
+# The MPI to build and run with (SOSLB_MPI): its packages' commands, and
+# the variables that point the build, the scripts and the tests to it.
+case "${SOSLB_MPI:-}" in
+    "")
+        MPI_COMMANDS=(mpirun=openmpi-bin mpif90=libopenmpi-dev)
+        [ -n "${MPICC:-}${MPI_PKG_CONFIG:-}${CRAY_MPICH_DIR:-}" ] || MPI_COMMANDS+=(mpicc=libopenmpi-dev)
+        export MPIFC=${MPIFC:-mpif90} MPIEXEC=${MPIEXEC:-mpirun} ;;
+    openmpi)
+        MPI_COMMANDS=(mpirun.openmpi=openmpi-bin mpicc.openmpi=libopenmpi-dev mpif90.openmpi=libopenmpi-dev)
+        export MPICC=mpicc.openmpi MPIFC=mpif90.openmpi MPIEXEC=mpirun.openmpi ;;
+    mpich)
+        MPI_COMMANDS=(mpiexec.mpich=mpich mpicc.mpich=libmpich-dev mpif90.mpich=libmpich-dev)
+        export MPICC=mpicc.mpich MPIFC=mpif90.mpich MPIEXEC=mpiexec.mpich
+        # rsmpi's build does not notice a change of MPICC: a tree of its own.
+        export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target/mpich} ;;
+    *)
+        setup_say "SOSLB_MPI=$SOSLB_MPI: say openmpi or mpich, or unset it (then MPICC or mpicc)"
+        exit 1 ;;
+esac
+# The scripts' own SOSLB_* variables stay in this shell: soslb reads every
+# SOSLB_* variable of a rank's environment as configuration, and refuses
+# names it does not know.
+export -n SOSLB_MPI SOSLB_SETUP SOSLB_SLURM_DIR 2>/dev/null || true
+
 if [ "${SOSLB_SETUP:-1}" != 0 ]; then
     if ! command -v cargo >/dev/null 2>&1; then
         # shellcheck disable=SC1091
@@ -185,12 +217,11 @@ if [ "${SOSLB_SETUP:-1}" != 0 ]; then
             exit 1
         }
     fi
-    setup_want_commands mpirun=openmpi-bin mpif90=libopenmpi-dev gfortran=gfortran \
+    # MPICH and Open MPI share the mpicc/mpirun alternatives: note where they
+    # point, so that installing one cannot switch what the other's build uses.
+    mpi_default=$(readlink -f "$(command -v mpicc 2>/dev/null || echo /none)")
+    setup_want_commands "${MPI_COMMANDS[@]}" gfortran=gfortran \
         cc=build-essential ar=binutils strip=binutils pkg-config=pkg-config
-    # rsmpi finds MPI through mpicc unless told otherwise.
-    if [ -z "${MPICC:-}${MPI_PKG_CONFIG:-}${CRAY_MPICH_DIR:-}" ]; then
-        setup_want_commands mpicc=libopenmpi-dev
-    fi
     if ! have_libclang; then
         if [ -n "${LIBCLANG_PATH:-}" ]; then
             setup_say "LIBCLANG_PATH=$LIBCLANG_PATH holds no libclang.so, libclang-<n>.so or libclang.so.<n>: set it to the directory of one, or unset it"
@@ -199,7 +230,11 @@ if [ "${SOSLB_SETUP:-1}" != 0 ]; then
         setup_want libclang-dev "libclang and clang's headers, for the bindgen of the mpi crate"
     fi
     setup_install
-    setup_want_commands mpirun=openmpi-bin mpif90=libopenmpi-dev gfortran=gfortran \
+    if [ "$mpi_default" != /none ] && [ "$(readlink -f "$(command -v mpicc)")" != "$mpi_default" ]; then
+        setup_say "the install switched mpicc from $mpi_default to $(readlink -f "$(command -v mpicc)"): see update-alternatives --display mpi"
+        exit 1
+    fi
+    setup_want_commands "${MPI_COMMANDS[@]}" gfortran=gfortran \
         cc=build-essential ar=binutils strip=binutils pkg-config=pkg-config
     have_libclang || setup_want libclang-dev "libclang and clang's headers, for the bindgen of the mpi crate"
     ((${#SETUP_MISSING[@]} == 0)) || {
@@ -234,5 +269,14 @@ build_slab() {
     flags=$(PKG_CONFIG_PATH="$release/prefix/lib/pkgconfig" pkg-config --cflags --libs soslb)
     mkdir -p "$release/slab-build"
     # shellcheck disable=SC2086 # flags are words
-    (cd "$release/slab-build" && "${MPIFC:-mpif90}" -O2 -o ../slab "$ROOT/examples/slab.f90" $flags)
+    (cd "$release/slab-build" && "$MPIFC" -O2 -o ../slab "$ROOT/examples/slab.f90" $flags)
+}
+
+# mpi_launch NP PROGRAM ARGS...: PROGRAM on NP ranks of this machine, with
+# the launcher of the MPI the build uses (Open MPI's mpirun oversubscribes
+# through OMPI_MCA_rmaps_base_oversubscribe; MPICH's Hydra always may).
+mpi_launch() {
+    local np=$1
+    shift
+    "$MPIEXEC" -n "$np" "$@"
 }

@@ -1,22 +1,93 @@
 #!/usr/bin/env bash
 # Checks the formatting, builds everything, runs clippy and rustdoc (no
-# warnings) and every test: unit and property tests, file-board races, MPI
-# runs under mpirun (16 ranks oversubscribed), the Fortran programs, the
-# installed library (pkg-config and CMake builds of the README's example),
-# the FUSE file-system tests.
-. "$(dirname "$0")/setup.sh"
-# The tests' tools: CMake builds against an installed prefix; FUSE mounts.
-need_commands cmake=cmake bindfs=bindfs fusermount3=fuse3 unshare=util-linux mount=mount
-need_cargo_components fmt clippy
-cargo fmt --check || { echo "test.sh: cargo fmt --check failed: run cargo fmt" >&2; exit 1; }
-cargo build --release --all-targets
-cargo clippy --all-targets -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
-build_slab
-if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run --release --no-fail-fast
-else
-    cargo test --release --no-fail-fast --lib --bins --tests
-fi
-cargo test --release --doc
-echo "test.sh: all tests passed"
+# warnings) and every test, in three passes:
+#
+#   openmpi  against Open MPI (target/): unit and property tests, file-board
+#            races, MPI runs under mpirun (16 ranks oversubscribed), the
+#            Fortran programs, the installed library (pkg-config and CMake
+#            builds of the README's example), the FUSE file-system tests
+#   mpich    against MPICH (target/mpich, mpiexec.mpich): the MPI, Fortran,
+#            liveness, grid-job and install tests again
+#   slurm    the grid-job tests under a one-node Slurm on this machine
+#            (scripts/slurm.sh start, then stop), against Open MPI
+#
+# usage: scripts/test.sh [openmpi] [mpich] [slurm]   (default: all three)
+# Each pass says how long it took.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+passes=("$@")
+((${#passes[@]})) || passes=(openmpi mpich slurm)
+for p in "${passes[@]}"; do
+    case "$p" in
+        openmpi | mpich | slurm) ;;
+        *) echo "usage: scripts/test.sh [openmpi] [mpich] [slurm]" >&2; exit 2 ;;
+    esac
+done
+
+# cargo nextest run, or cargo test where nextest is missing; ARGS are cargo's
+# target selection (--lib, --test NAME, ...).
+run_tests() {
+    if cargo nextest --version >/dev/null 2>&1; then
+        cargo nextest run --release --no-fail-fast "$@"
+    else
+        cargo test --release --no-fail-fast "$@"
+    fi
+}
+
+# Every integration test but the Slurm ones (they need a running Slurm).
+tests_but_slurm() {
+    local f
+    for f in tests/*.rs; do
+        f=${f##*/}
+        [ "$f" = slurm.rs ] || printf -- '--test\n%s\n' "${f%.rs}"
+    done
+}
+
+openmpi_pass() (
+    export SOSLB_MPI=openmpi
+    . scripts/setup.sh
+    # The tests' tools: CMake builds against an installed prefix; FUSE mounts.
+    need_commands cmake=cmake bindfs=bindfs fusermount3=fuse3 unshare=util-linux mount=mount
+    need_cargo_components fmt clippy
+    cargo fmt --check || { echo "test.sh: cargo fmt --check failed: run cargo fmt" >&2; exit 1; }
+    cargo build --release --all-targets
+    cargo clippy --all-targets -- -D warnings
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
+    build_slab
+    mapfile -t targets < <(tests_but_slurm)
+    run_tests --lib --bins "${targets[@]}"
+    cargo test --release --doc
+)
+
+mpich_pass() (
+    export SOSLB_MPI=mpich
+    . scripts/setup.sh
+    need_commands cmake=cmake
+    # Only what these tests run: the library, the emulator and the tests,
+    # without the soslb command's plotting crates (the report feature).
+    cargo build --release --no-default-features --lib --example emulate
+    run_tests --no-default-features --test mpi --test fortran --test liveness --test grid --test install
+)
+
+slurm_pass() (
+    export SOSLB_MPI=openmpi
+    . scripts/setup.sh
+    cargo build --release --examples --test slurm
+    bash scripts/slurm.sh start
+    trap 'bash scripts/slurm.sh stop' EXIT
+    eval "$(bash scripts/slurm.sh env)"
+    # The jobs sleep more than they compute: all four at once; their output
+    # has what sacct says of each job.
+    if cargo nextest --version >/dev/null 2>&1; then
+        cargo nextest run --release --no-fail-fast --test-threads 4 --success-output immediate --test slurm
+    else
+        cargo test --release --no-fail-fast --test slurm -- --test-threads 4
+    fi
+)
+
+for p in "${passes[@]}"; do
+    start=$SECONDS
+    "${p}_pass"
+    echo "test.sh: the $p pass passed in $((SECONDS - start)) s" >&2
+done
+echo "test.sh: all tests passed (${passes[*]}) in $SECONDS s"

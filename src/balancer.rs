@@ -370,10 +370,23 @@ impl Balancer {
             );
         }
         let to_compute = journal.as_ref().map_or(total, |j| j.to_compute(total));
+        let asked = match crate::batch::walltime(&comm) {
+            Some(Err(e)) => {
+                let text = format!("the batch system's walltime is unknown: {e}");
+                if me == 0 {
+                    crate::error::warn(me, &text);
+                }
+                monitor.line(0.0, format_args!("warning {text}"));
+                warnings.push(text);
+                None
+            }
+            Some(Ok(answer)) => Some(answer),
+            None => None,
+        };
         comm.quiet_barrier();
         let start = Instant::now();
         let first = *FIRST_START.get_or_init(|| start);
-        let deadline = deadline_of(&config, start - first, to_compute);
+        let deadline = deadline_of(&config, start - first, to_compute, asked);
         let stop_at = deadline.as_ref().map_or(f64::INFINITY, Deadline::stop_at);
         if let Some(d) = &deadline {
             monitor.line(
@@ -1609,17 +1622,28 @@ fn open_journal(comm: &Comm, config: &Config, total: u64) -> Result<Option<Journ
 
 /// The deadline of a run that started `since_first` after the first run of
 /// the process, for `total` realisations: from the config's walltime and
-/// the batch system's end time (`SLURM_JOB_END_TIME`, seconds since 1970).
-fn deadline_of(config: &Config, since_first: Duration, total: u64) -> Option<Deadline> {
-    let batch = std::env::var("SLURM_JOB_END_TIME")
+/// the batch system's end time (`SLURM_JOB_END_TIME`, seconds since 1970,
+/// else what the batch system said when `asked`).
+fn deadline_of(
+    config: &Config,
+    since_first: Duration,
+    total: u64,
+    asked: Option<crate::batch::Answer>,
+) -> Option<Deadline> {
+    let from_var = std::env::var("SLURM_JOB_END_TIME")
         .ok()
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .and_then(|end| {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .ok()?;
-            Some(("SLURM_JOB_END_TIME", end - now.as_secs_f64()))
-        });
+        .map(|end| (deadline::Source::Batch("SLURM_JOB_END_TIME"), end));
+    let from_asked = match asked {
+        Some(crate::batch::Answer::End(end, how)) => Some((deadline::Source::Asked(how), end)),
+        _ => None,
+    };
+    let batch = from_var.or(from_asked).and_then(|(source, end)| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
+        Some((source, end - now.as_secs_f64()))
+    });
     let (walltime, source) = deadline::walltime(config.walltime, since_first.as_secs_f64(), batch)?;
     let margin = config
         .deadline_margin

@@ -3,10 +3,13 @@
 //!
 //! Waits on other ranks sleep between `MPI_Test` calls instead of spinning in
 //! a blocking call, so that waiting ranks leave the cores to working ones.
+//! Every collective here is non-blocking underneath, `MPI_Comm_dup` too
+//! (`MPI_Comm_idup`): MPICH's blocking calls poll without ever yielding, and
+//! on an oversubscribed node (64 ranks on 2 cores) the ranks that reached a
+//! collective first kept the late ones from the cores: init took seconds.
 
 use crate::error::{Error, Result};
 use crate::verdict::Words;
-use mpi::collective::SystemOperation;
 use mpi::ffi::MPI_Request;
 use mpi::raw::AsRaw;
 use mpi::request::Request;
@@ -57,6 +60,38 @@ fn wait_raw(reqs: &mut [MPI_Request], cap: Duration) {
         std::thread::sleep(pause);
         pause = (pause * 2).min(cap);
     }
+}
+
+/// `MPI_REQUEST_NULL`.
+fn null_request() -> MPI_Request {
+    // SAFETY: a plain handle value.
+    unsafe { mpi::ffi::RSMPI_REQUEST_NULL }
+}
+
+/// The predefined `MPI_UINT64_T`.
+fn u64_type() -> mpi::ffi::MPI_Datatype {
+    // SAFETY: a plain handle value.
+    unsafe { mpi::ffi::RSMPI_UINT64_T }
+}
+
+/// The predefined `MPI_UINT8_T`.
+fn u8_type() -> mpi::ffi::MPI_Datatype {
+    // SAFETY: a plain handle value.
+    unsafe { mpi::ffi::RSMPI_UINT8_T }
+}
+
+/// `MPI_Comm_idup` of `comm`, waited for quietly: the duplicate.
+///
+/// # Safety
+/// `comm` is a valid communicator and MPI is initialised.
+unsafe fn idup(comm: mpi::ffi::MPI_Comm) -> mpi::ffi::MPI_Comm {
+    let mut req = [null_request()];
+    // SAFETY: the caller's contract.
+    let mut dup = unsafe { mpi::ffi::RSMPI_COMM_NULL };
+    // SAFETY: `dup` outlives the request, which is waited for here.
+    unsafe { mpi::ffi::MPI_Comm_idup(comm, &mut dup, &mut req[0]) };
+    wait_raw(&mut req, Duration::from_millis(2));
+    dup
 }
 
 /// `MPI_Testall`: true when every request completed.
@@ -252,9 +287,10 @@ impl Comm {
         Some((from as usize, words))
     }
 
-    /// Duplicate `comm` (`MPI_Comm_dup`).
+    /// Duplicate `comm` (`MPI_Comm_idup`, waited for quietly).
     pub fn duplicate<C: Communicator>(comm: &C) -> Comm {
-        Self::wrap(comm.duplicate())
+        // SAFETY: a valid communicator of the caller's.
+        Self::wrap(unsafe { SimpleCommunicator::from_raw(idup(comm.as_raw())) })
     }
 
     /// Duplicate the communicator of a Fortran handle.
@@ -272,9 +308,7 @@ impl Comm {
                     format!("Fortran handle {handle} is MPI_COMM_NULL or not a communicator"),
                 ));
             }
-            let mut dup = mpi::ffi::RSMPI_COMM_NULL;
-            mpi::ffi::MPI_Comm_dup(raw, &mut dup);
-            Ok(Self::wrap(SimpleCommunicator::from_raw(dup)))
+            Ok(Self::wrap(SimpleCommunicator::from_raw(idup(raw))))
         }
     }
 
@@ -386,11 +420,17 @@ impl Comm {
         }
     }
 
-    /// `MPI_Allgather` of `words` (the same length on every rank), rank by rank.
+    /// `MPI_Allgather` of `words` (the same length on every rank), rank by
+    /// rank; the waiting ranks sleep. (Nothing for no words, as in
+    /// [`Comm::sum`]: an empty buffer's address may be Open MPI's
+    /// `MPI_IN_PLACE`.)
     pub fn all_gather(&self, words: &[u64]) -> Vec<u64> {
-        let mut all = vec![0u64; words.len() * self.size];
-        self.comm.all_gather_into(words, &mut all[..]);
-        all
+        if words.is_empty() {
+            return Vec::new();
+        }
+        let mut gather = self.start_gather(words.to_vec());
+        gather.wait();
+        std::mem::take(&mut gather.recv)
     }
 
     /// Start an `MPI_Iallgather` of `words` (the same length on every rank).
@@ -427,7 +467,21 @@ impl Comm {
         let n = s.len().min(max);
         buf[..n].copy_from_slice(&s.as_bytes()[..n]);
         let mut all = vec![0u8; max * self.size];
-        self.comm.all_gather_into(&buf[..], &mut all[..]);
+        let mut req = [null_request()];
+        // SAFETY: both buffers outlive the request, which is waited for here.
+        unsafe {
+            mpi::ffi::MPI_Iallgather(
+                buf.as_ptr().cast(),
+                max as i32,
+                mpi::ffi::RSMPI_UINT8_T,
+                all.as_mut_ptr().cast(),
+                max as i32,
+                mpi::ffi::RSMPI_UINT8_T,
+                self.comm.as_raw(),
+                &mut req[0],
+            );
+        }
+        wait_raw(&mut req, Duration::from_millis(2));
         all.chunks(max)
             .map(|c| {
                 let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
@@ -436,15 +490,43 @@ impl Comm {
             .collect()
     }
 
-    /// Rank `root`'s string, on every rank.
+    /// Rank `root`'s string, on every rank; the waiting ranks sleep.
     pub fn broadcast_string(&self, s: &str, root: usize) -> String {
-        let root = self.comm.process_at_rank(root as i32);
         let mut len = [s.len() as u64];
-        root.broadcast_into(&mut len[..]);
+        self.quiet_bcast(len.as_mut_ptr().cast(), 1, u64_type(), root);
         let mut buf = s.as_bytes().to_vec();
         buf.resize(len[0] as usize, 0);
-        root.broadcast_into(&mut buf[..]);
+        self.quiet_bcast(buf.as_mut_ptr().cast(), buf.len(), u8_type(), root);
         String::from_utf8_lossy(&buf).into_owned()
+    }
+
+    /// `MPI_Ibcast` of `count` items at `buf`, waited for quietly. Nothing
+    /// for none: an empty buffer's address may be 1, Open MPI's
+    /// `MPI_IN_PLACE`, which its `MPI_Ibcast` refuses.
+    fn quiet_bcast(
+        &self,
+        buf: *mut std::ffi::c_void,
+        count: usize,
+        datatype: mpi::ffi::MPI_Datatype,
+        root: usize,
+    ) {
+        if count == 0 {
+            return;
+        }
+        let mut req = [null_request()];
+        // SAFETY: `buf` holds `count` items of `datatype` and outlives the
+        // request, which is waited for here.
+        unsafe {
+            mpi::ffi::MPI_Ibcast(
+                buf,
+                count as i32,
+                datatype,
+                root as i32,
+                self.comm.as_raw(),
+                &mut req[0],
+            );
+        }
+        wait_raw(&mut req, Duration::from_millis(2));
     }
 
     /// Round-trip times of 1 KiB ping-pongs from this rank to every rank `r`
@@ -492,11 +574,27 @@ impl Comm {
         times
     }
 
-    /// Elementwise sum over all ranks.
+    /// Elementwise sum over all ranks; the waiting ranks sleep.
     pub fn sum(&self, words: &[i64]) -> Vec<i64> {
+        if words.is_empty() {
+            return Vec::new();
+        }
         let mut out = vec![0i64; words.len()];
-        self.comm
-            .all_reduce_into(words, &mut out[..], SystemOperation::sum());
+        let mut req = [null_request()];
+        // SAFETY: both buffers outlive the request, which is waited for
+        // here; the datatype and operation are predefined handles.
+        unsafe {
+            mpi::ffi::MPI_Iallreduce(
+                words.as_ptr().cast(),
+                out.as_mut_ptr().cast(),
+                words.len() as i32,
+                mpi::ffi::RSMPI_INT64_T,
+                mpi::ffi::RSMPI_SUM,
+                self.comm.as_raw(),
+                &mut req[0],
+            );
+        }
+        wait_raw(&mut req, Duration::from_millis(2));
         out
     }
 }

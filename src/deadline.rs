@@ -28,6 +28,9 @@ pub enum Source {
     Config,
     /// A variable of the batch system, e.g. `SLURM_JOB_END_TIME`.
     Batch(&'static str),
+    /// The batch system asked by rank 0 ([`crate::batch`]), e.g.
+    /// `Slurm: squeue -j 42`.
+    Asked(String),
 }
 
 /// The job's deadline, in seconds since the run's common start.
@@ -53,14 +56,14 @@ pub fn default_margin(left: f64) -> f64 {
 /// The walltime of this run in seconds since its start, and its source: the
 /// earlier of the config's (`walltime` seconds after the first init of the
 /// process, which was `since_first_init` seconds ago) and the batch
-/// system's (`batch`: its variable and the seconds left until its end).
+/// system's (`batch`: where it came from and the seconds left until its end).
 pub fn walltime(
     config: Option<f64>,
     since_first_init: f64,
-    batch: Option<(&'static str, f64)>,
+    batch: Option<(Source, f64)>,
 ) -> Option<(f64, Source)> {
     let from_config = config.map(|w| (w - since_first_init, Source::Config));
-    let from_batch = batch.map(|(var, left)| (left, Source::Batch(var)));
+    let from_batch = batch.map(|(source, left)| (left, source));
     match (from_config, from_batch) {
         (Some(c), Some(b)) => Some(if b.0 < c.0 { b } else { c }),
         (c, b) => c.or(b),
@@ -141,9 +144,10 @@ impl Deadline {
             return None;
         }
         self.warned = true;
-        let source = match self.source {
+        let source = match &self.source {
             Source::Config => "the config's walltime".to_string(),
             Source::Batch(var) => format!("from {var}"),
+            Source::Asked(how) => format!("from {how}"),
         };
         let forecast_text = if forecast.is_finite() {
             format!("{forecast:.1} s")
@@ -188,14 +192,19 @@ mod tests {
             walltime(Some(100.0), 30.0, None),
             Some((70.0, Source::Config))
         );
-        let slurm = Some(("SLURM_JOB_END_TIME", 50.0));
+        let slurm = Some((Source::Batch("SLURM_JOB_END_TIME"), 50.0));
         assert_eq!(
-            walltime(Some(100.0), 30.0, slurm),
+            walltime(Some(100.0), 30.0, slurm.clone()),
             Some((50.0, Source::Batch("SLURM_JOB_END_TIME")))
         );
         assert_eq!(
             walltime(Some(60.0), 30.0, slurm),
             Some((30.0, Source::Config))
+        );
+        let asked = Some((Source::Asked("Slurm: squeue -j 42".into()), 40.0));
+        assert_eq!(
+            walltime(None, 0.0, asked),
+            Some((40.0, Source::Asked("Slurm: squeue -j 42".into())))
         );
         assert_eq!(default_margin(3600.0), 60.0);
         assert_eq!(default_margin(20.0), 2.0);
@@ -253,5 +262,16 @@ mod tests {
                 .text
                 .contains("SLURM_JOB_END_TIME")
         );
+        let how = "Slurm: squeue -j 42";
+        let mut a = Deadline::new(
+            50.0,
+            5.0,
+            Source::Asked(how.into()),
+            OnDeadline::Stop,
+            10,
+            1.0,
+        );
+        let text = a.check(0.0, 46.0).unwrap().text;
+        assert!(text.contains(&format!("(from {how})")), "{text}");
     }
 }

@@ -46,8 +46,8 @@
 //!
 //! ## A grid job
 //!
-//! A declared walltime (`walltime`, or `SLURM_JOB_END_TIME`) makes rank 0
-//! warn when the job's forecast end passes it, and with `on_deadline: Stop`
+//! A declared walltime (`walltime`, or the batch system's: `SLURM_JOB_END_TIME`,
+//! else what Slurm or PBS say of the job, [`batch`]) makes rank 0 warn when the job's forecast end passes it, and with `on_deadline: Stop`
 //! the ranks stop in time ([`deadline`]). With a `job_name` each rank
 //! journals what it completed, and a run with `resume` computes only the
 //! rest, with the same bits as one uninterrupted run ([`resume`]).
@@ -73,6 +73,7 @@
 #![deny(missing_docs)]
 
 pub mod balancer;
+pub mod batch;
 pub mod board;
 pub mod clerk;
 mod comm;

@@ -1,8 +1,10 @@
-//! The Fortran interface end to end: programs built with `mpif90` against the
+//! The Fortran interface end to end: programs built with `mpif90` (or
+//! MPICH's `mpif90.mpich`, see [`common::mpifc`]) against the
 //! static library of this test run (`fortran/soslb.f90` + `libsoslb.a`), run
 //! under mpirun. The demo `examples/slab.f90`, and the test programs in
-//! `tests/fortran/`: `ids.f90` (every id computed exactly once) and
-//! `errors.f90` (bad input gives its code and a helpful message).
+//! `tests/fortran/`: `ids.f90` (every id computed exactly once),
+//! `errors.f90` (bad input gives its code and a helpful message) and
+//! `f08.f90` (the `mpi_f08` module's handles, a communicator of its own).
 
 mod common;
 
@@ -41,7 +43,8 @@ fn build(name: &str, source: &str) -> PathBuf {
         dirs.push(dir.clone());
     }
     let exe = dir.join(name);
-    let out = Command::new("mpif90")
+    let mpifc = common::mpifc();
+    let out = Command::new(&mpifc)
         .arg("-O2")
         .arg("-J")
         .arg(&dir)
@@ -52,25 +55,27 @@ fn build(name: &str, source: &str) -> PathBuf {
         .args(["-lpthread", "-ldl", "-lm"])
         .current_dir(common::root())
         .output()
-        .expect("mpif90 runs (is Open MPI with gfortran installed? see scripts/setup.sh)");
+        .unwrap_or_else(|e| panic!("{mpifc} does not run ({e}): see scripts/setup.sh"));
     assert!(
         out.status.success(),
-        "mpif90 could not build {source}:\n{}{}",
+        "{mpifc} could not build {source}:\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     exe
 }
 
-/// A program, built once per test binary: `slab`, `ids` or `errors`.
+/// A program, built once per test binary: `slab`, `ids`, `errors` or `f08`.
 fn program(name: &str) -> &'static Path {
     static SLAB: OnceLock<PathBuf> = OnceLock::new();
     static IDS: OnceLock<PathBuf> = OnceLock::new();
     static ERRORS: OnceLock<PathBuf> = OnceLock::new();
+    static F08: OnceLock<PathBuf> = OnceLock::new();
     let (cell, source) = match name {
         "slab" => (&SLAB, "examples/slab.f90"),
         "ids" => (&IDS, "tests/fortran/ids.f90"),
         "errors" => (&ERRORS, "tests/fortran/errors.f90"),
+        "f08" => (&F08, "tests/fortran/f08.f90"),
         _ => unreachable!("no program {name}"),
     };
     cell.get_or_init(|| build(name, source))
@@ -397,6 +402,34 @@ fn error_bad_config_value() {
         error_case("bad-value", 2, Some(&path), &[]),
         CONFIG,
         &["check_interval", &path, "0.1"],
+    );
+}
+
+#[test]
+fn mpi_f08_users_pass_comm_mpi_val_of_a_communicator_of_their_own() {
+    // Open MPI's Fortran handles are table indices (MPI_COMM_NULL is 2),
+    // MPICH's are the C handles themselves (0x04000000): both convert.
+    let dir = Scratch::new("f08");
+    let r = run_ok(5, "f08", &["split"], &dir, &[]);
+    let mut halves: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("f08: half="))
+        .collect();
+    halves.sort();
+    assert_eq!(
+        halves,
+        [
+            "f08: half=0 ranks=2 total=300 computed=300 duplicates=0",
+            "f08: half=1 ranks=3 total=300 computed=300 duplicates=0"
+        ],
+        "{r}"
+    );
+    let r = run_ok(2, "f08", &["null"], &dir, &[]);
+    let line = r.line("f08: case=null ");
+    assert!(
+        line.contains("ierr=1 ") && line.contains("MPI_COMM_NULL"),
+        "{line} in {r}"
     );
 }
 

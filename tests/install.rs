@@ -92,7 +92,8 @@ fn install(prefix: &Path) {
     c.arg(common::root().join("scripts/install.sh"))
         .arg("--lib")
         .arg(&lib)
-        .arg(prefix);
+        .arg(prefix)
+        .env("MPIFC", common::mpifc());
     let out = succeed(c, "scripts/install.sh");
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -128,8 +129,9 @@ fn build_with_pkg_config(scratch: &Scratch) -> (PathBuf, u64) {
     let mut c = Command::new("sh");
     c.args([
         "-c",
-        "mpif90 -o pi pi.f90 $(pkg-config --cflags --libs soslb)",
+        "\"$MPIFC\" -o pi pi.f90 $(pkg-config --cflags --libs soslb)",
     ])
+    .env("MPIFC", common::mpifc())
     .current_dir(&dir)
     .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"));
     succeed(c, "the pkg-config build of the README example");
@@ -272,6 +274,57 @@ fn install_makes_a_lean_complete_prefix() {
         "pkg-config --libs: {libs}"
     );
     assert_eq!(pkg_config("--modversion"), env!("CARGO_PKG_VERSION"));
+    // The MPI it was built with, as the library itself says.
+    let family = match common::mpi() {
+        common::Mpi::OpenMpi => ("openmpi", "Open MPI v"),
+        common::Mpi::Mpich => ("mpich", "MPICH Version: "),
+    };
+    assert_eq!(pkg_config("--variable=mpi_family"), family.0);
+    let mpi = pkg_config("--variable=mpi");
+    assert!(
+        mpi.starts_with(family.1),
+        "pkg-config --variable=mpi: {mpi}"
+    );
+    let cmake = std::fs::read_to_string(prefix.join("lib/cmake/soslb/soslbConfig.cmake")).unwrap();
+    assert!(
+        cmake.contains(&format!("set(soslb_MPI \"{mpi}\")")),
+        "the CMake package does not record {mpi}"
+    );
+}
+
+#[test]
+fn install_refuses_a_prefix_built_with_the_other_mpi() {
+    let scratch = Scratch::new("other-mpi");
+    let prefix = scratch.path("prefix");
+    install(&prefix);
+    let pc = prefix.join("lib/pkgconfig/soslb.pc");
+    let text = std::fs::read_to_string(&pc).unwrap();
+    let other = match common::mpi() {
+        common::Mpi::OpenMpi => "MPICH Version: 4.0.2",
+        common::Mpi::Mpich => "Open MPI v4.1.4",
+    };
+    let mine = text
+        .lines()
+        .find_map(|l| l.strip_prefix("mpi="))
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        &pc,
+        text.replace(&format!("mpi={mine}"), &format!("mpi={other}")),
+    )
+    .unwrap();
+    let mut c = Command::new("bash");
+    c.arg(common::root().join("scripts/install.sh"))
+        .arg("--lib")
+        .arg(common::target_dir().join("libsoslb.a"))
+        .arg(&prefix)
+        .env("MPIFC", common::mpifc());
+    let (out, text) = output(c, "install.sh over a prefix of the other MPI");
+    assert!(!out.status.success(), "{text}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for w in [other, mine.as_str(), "another prefix"] {
+        assert!(stderr.contains(w), "no `{w}` in the message: {text}");
+    }
 }
 
 #[test]
@@ -298,12 +351,57 @@ fn readme_example_builds_with_cmake_and_runs() {
         .arg("-B")
         .arg(&build)
         .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+        .arg(format!("-DMPI_Fortran_COMPILER={}", common::mpifc()))
         .env_remove("CMAKE_PREFIX_PATH");
     succeed(configure, "cmake configure of the README's CMakeLists.txt");
     let mut make = Command::new("cmake");
     make.arg("--build").arg(&build);
     succeed(make, "cmake --build of the README example");
     run_example(&build.join("pi"), 2, total, &scratch, "cmake");
+}
+
+#[test]
+fn cmake_refuses_a_project_that_found_the_other_mpi() {
+    // The other MPI's Fortran wrapper (test.sh installs both).
+    let other = match common::mpi() {
+        common::Mpi::OpenMpi => "mpif90.mpich",
+        common::Mpi::Mpich => "mpif90.openmpi",
+    };
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {other}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        let why = format!("no {other}: install the other MPI (scripts/test.sh does)");
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let scratch = Scratch::new("cmake-other");
+    let prefix = scratch.path("prefix");
+    install(&prefix);
+    let dir = scratch.path("cmake");
+    std::fs::create_dir_all(&dir).unwrap();
+    example_source(&dir);
+    std::fs::write(dir.join("CMakeLists.txt"), readme_block("CMakeLists.txt")).unwrap();
+    let mut configure = Command::new("cmake");
+    configure
+        .arg("-S")
+        .arg(&dir)
+        .arg("-B")
+        .arg(dir.join("build"))
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+        .arg(format!("-DMPI_Fortran_COMPILER={other}"))
+        .env_remove("CMAKE_PREFIX_PATH");
+    let (out, text) = output(configure, "cmake configure with the other MPI");
+    assert!(!out.status.success(), "{text}");
+    for w in [
+        "was built with",
+        "found another MPI",
+        "MPI_Fortran_COMPILER",
+    ] {
+        assert!(text.contains(w), "no `{w}` in the message: {text}");
+    }
 }
 
 #[test]

@@ -48,8 +48,60 @@ pub fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
-/// `mpirun -np N program args`, as root if need be, oversubscribed, with a
-/// time limit, the given environment and SOSLB_SIGNAL_DIR in `dir`.
+/// The MPI family of the library this test binary links.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Mpi {
+    /// Open MPI: `mpirun`, `mpif90`.
+    OpenMpi,
+    /// MPICH and its ABI (Intel MPI, MVAPICH, Cray MPICH): `mpiexec.mpich`
+    /// (Hydra), `mpif90.mpich`.
+    Mpich,
+}
+
+/// The MPI this test binary was built against, as the library says
+/// (`MPI_Get_library_version`, callable before `MPI_Init`), so that a test
+/// never runs a build of one MPI under the launcher of the other.
+pub fn mpi() -> Mpi {
+    static MPI: std::sync::OnceLock<Mpi> = std::sync::OnceLock::new();
+    *MPI.get_or_init(|| {
+        let v = mpi::environment::library_version().unwrap_or_default();
+        if v.contains("Open MPI") {
+            Mpi::OpenMpi
+        } else {
+            Mpi::Mpich
+        }
+    })
+}
+
+/// `$NAME` when set and not empty, else `default`.
+fn tool(name: &str, default: &str) -> String {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.to_string())
+}
+
+/// The launcher of this build's MPI: `$MPIEXEC` (set by scripts/setup.sh),
+/// else `mpirun` for Open MPI, `mpiexec.mpich` for MPICH.
+pub fn launcher() -> String {
+    match mpi() {
+        Mpi::OpenMpi => tool("MPIEXEC", "mpirun"),
+        Mpi::Mpich => tool("MPIEXEC", "mpiexec.mpich"),
+    }
+}
+
+/// The Fortran compiler wrapper of this build's MPI: `$MPIFC`, else
+/// `mpif90` for Open MPI, `mpif90.mpich` for MPICH.
+pub fn mpifc() -> String {
+    match mpi() {
+        Mpi::OpenMpi => tool("MPIFC", "mpif90"),
+        Mpi::Mpich => tool("MPIFC", "mpif90.mpich"),
+    }
+}
+
+/// `mpirun -np N program args` (MPICH: `mpiexec.mpich -n N`), as root if
+/// need be, oversubscribed, with a time limit of 240 s, the given
+/// environment and SOSLB_SIGNAL_DIR in `dir`.
 pub fn mpirun(
     np: usize,
     program: &Path,
@@ -57,20 +109,20 @@ pub fn mpirun(
     dir: &Path,
     env: &[(&str, &str)],
 ) -> Command {
-    let mut c = Command::new("mpirun");
-    c.args([
-        "--oversubscribe",
-        "--timeout",
-        "240",
-        "-np",
-        &np.to_string(),
-    ])
-    .arg(program)
-    .args(args)
-    .current_dir(root())
-    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    .env("SOSLB_SIGNAL_DIR", dir.join("signals"));
+    let mut c = Command::new(launcher());
+    match mpi() {
+        Mpi::OpenMpi => c.args(["--oversubscribe", "--timeout", "240", "-np"]),
+        // Hydra runs as root and oversubscribes without being told; its
+        // time limit is a variable.
+        Mpi::Mpich => c.env("MPIEXEC_TIMEOUT", "240").arg("-n"),
+    };
+    c.arg(np.to_string())
+        .arg(program)
+        .args(args)
+        .current_dir(root())
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("SOSLB_SIGNAL_DIR", dir.join("signals"));
     // The caller's SOSLB_* settings must not change the tests.
     for (k, _) in
         std::env::vars().filter(|(k, _)| k.starts_with("SOSLB_") && k != "SOSLB_SIGNAL_DIR")
@@ -85,7 +137,9 @@ pub fn mpirun(
 
 /// Run and return the output, with stdout and stderr as text.
 pub fn run(mut c: Command) -> (Output, String, String) {
-    let out = c.output().expect("mpirun runs (is Open MPI installed?)");
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("{c:?} does not run ({e}): is {:?} installed?", mpi()));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     (out, stdout, stderr)
@@ -150,7 +204,8 @@ fn process_tree(pid: i32) -> Vec<i32> {
 }
 
 /// SIGKILL `child` (mpirun) and every process under it (Open MPI puts the
-/// ranks in process groups of their own), and check that all are gone.
+/// ranks in process groups of their own; MPICH's Hydra runs them under a
+/// proxy), and check that all are gone.
 pub fn kill_tree(child: &mut std::process::Child) {
     let tree = process_tree(child.id() as i32);
     for &p in &tree {

@@ -94,7 +94,7 @@ contains
       if (ierr /= SOSLB_OK) then
          write (error_unit, '(a,i0,a,i0,a)') 'ids: rank ', rank, ': ' // what // ' failed (ierr=', ierr, &
             '): ' // soslb_error_message()
-         call MPI_Abort(MPI_COMM_WORLD, 1, mpierr)
+         stop 1   ! not MPI_Abort: MPICH's mpiexec may drop what an aborting rank wrote
       end if
    end subroutine check
 

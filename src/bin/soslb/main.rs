@@ -10,7 +10,7 @@
 
 mod plot;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use soslb::report::Run;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -87,8 +87,24 @@ fn report(run: PathBuf, other: Option<PathBuf>, out: PathBuf) -> Result<(), Stri
     Ok(())
 }
 
+/// The version line and, below it, the MPI library this build links
+/// (`MPI_Get_library_version`, callable before `MPI_Init`): its first line
+/// up to the first comma, "MPICH Version: 4.0.2", "Open MPI v4.1.4".
+fn version() -> String {
+    let library = mpi::environment::library_version().unwrap_or_default();
+    let first = library.lines().next().unwrap_or_default();
+    let first = first.split(',').next().unwrap_or_default();
+    let mpi = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("{}\nMPI: {mpi}", env!("CARGO_PKG_VERSION"))
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let version: &'static str = Box::leak(version().into_boxed_str());
+    let matches = Cli::command().version(version).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let done = plot::register_font().and_then(|()| match cli.command {
         Command::Report { run, other, out } => report(run, other, out),
         Command::Plot {
