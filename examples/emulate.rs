@@ -3,7 +3,7 @@
 //! last on stdout:
 //!
 //! ```text
-//! result: scenario=hetero16 mode=full ranks=16 realisations=6000 missing=0 duplicates=0 makespan_s=16.9 ideal_s=16.22 efficiency=0.98 count=6000 error=0 help_d0=0 help_d1=0 help_d2=0 storage_ops=148 storage_ops_per_s_peak=32 waves=22
+//! result: scenario=hetero16 mode=full ranks=16 realisations=6000 missing=0 duplicates=0 makespan_s=16.9 ideal_s=16.22 efficiency=0.98 count=6000 error=0 help_d0=0 help_d1=0 help_d2=0 storage_ops=148 storage_ops_per_s_peak=32 waves=22 init_s=0.031
 //! ```
 //!
 //! `help_d<d>`: realisations helpers at distance `d` took; `storage_ops`:
@@ -12,7 +12,9 @@
 //! ranks, and the most in one second of the run; `waves`: termination
 //! waves completed (`makespan_s / waves` is the mean time a wave took: a
 //! wave advances only when every rank calls MPI, so the slow ranks'
-//! realisations set its pace).
+//! realisations set its pace); `init_s`: seconds `init` took on the rank
+//! where it took longest (the monitor logs' `init-time` lines break it
+//! down by phase).
 //!
 //! Realisation `id` of rank `i` started at `t` (seconds since the end of
 //! the rank's init; the makespan counts the init too) sleeps
@@ -367,7 +369,7 @@ fn run_once(
         println!(
             "result: scenario={} mode={} ranks={ranks} realisations={} missing={missing} duplicates={duplicates} \
              makespan_s={makespan:.2} ideal_s={ideal:.2} efficiency={:.3} count={} error={} \
-             help_d0={} help_d1={} help_d2={} storage_ops={} storage_ops_per_s_peak={} waves={}",
+             help_d0={} help_d1={} help_d2={} storage_ops={} storage_ops_per_s_peak={} waves={} init_s={:.3}",
             scenario.name,
             format!("{:?}", args.mode).to_lowercase(),
             scenario.realisations,
@@ -380,6 +382,7 @@ fn run_once(
             ops_per_second.iter().sum::<u64>(),
             ops_per_second.iter().max().unwrap_or(&0),
             summary.as_ref().map_or(0, |s| s.waves),
+            summary.as_ref().map_or(f64::NAN, |s| s.init),
         );
     } else {
         root.gather_into(&count);
