@@ -19,10 +19,11 @@
 # down what an earlier one left (after a crash too). down ends only the
 # processes up started (their ids are recorded), and leaves nothing mounted.
 #
-# SOSLB_CLUSTER_DIR (default target/cluster; not under /tmp, which the hosts
-# do not see) holds the state: hosts, the processes' ids, the agent, the
-# host file, an `mpirun` wrapper, backing/ (kept by down) and shared/ (the
-# mount point of the views: run jobs with their signal directory there).
+# CLUSTER_DIR (default target/cluster; not under /tmp, which the hosts do
+# not see; not SOSLB_*, which soslb would read as a setting) holds the
+# state: hosts, the processes' ids, the agent, the host file, an `mpirun`
+# wrapper, backing/ (kept by down) and shared/ (the mount point of the
+# views: run jobs with their signal directory there).
 # Needs root, /dev/fuse, unshare, nsenter and bindfs (installed when missing).
 CALLER_PWD=$PWD
 . "$(dirname "$0")/setup.sh"
@@ -32,11 +33,11 @@ need_commands bindfs=bindfs fusermount=fuse3 unshare=util-linux nsenter=util-lin
 say() { echo "cluster: $*" >&2; }
 die() { say "$*"; exit 1; }
 
-STATE=${SOSLB_CLUSTER_DIR:-$ROOT/target/cluster}
+STATE=${CLUSTER_DIR:-$ROOT/target/cluster}
 mkdir -p "$STATE"
 STATE=$(cd "$STATE" && pwd -P)
 case "$STATE/" in
-    /tmp/*) die "SOSLB_CLUSTER_DIR=$STATE is under /tmp, which each host replaces with its own: choose another directory" ;;
+    /tmp/*) die "CLUSTER_DIR=$STATE is under /tmp, which each host replaces with its own: choose another directory" ;;
 esac
 BACKING=$STATE/backing
 SHARED=$STATE/shared
@@ -86,6 +87,11 @@ end_recorded() {
     fi
     recorded_alive "$1" && die "process $pid ($1) does not end"
     rm -f "$1"
+    # Until its parent (init) has reaped it, it shows in ps as defunct.
+    for _ in $(seq 50); do
+        [ -e "/proc/$pid" ] || break
+        sleep 0.1
+    done
 }
 
 # Processes other than the holder and bindfs inside host $1's namespaces

@@ -3,10 +3,13 @@
 # warnings) and every test: unit and property tests, file-board races, MPI
 # runs under mpirun (16 ranks oversubscribed), the Fortran programs, the
 # installed library (pkg-config and CMake builds of the README's example),
-# the FUSE file-system tests.
+# the FUSE file-system tests, the tests on a cluster of namespaces
+# (scripts/cluster.sh).
 . "$(dirname "$0")/setup.sh"
-# The tests' tools: CMake builds against an installed prefix; FUSE mounts.
-need_commands cmake=cmake bindfs=bindfs fusermount3=fuse3 unshare=util-linux mount=mount
+# The tests' tools: CMake builds against an installed prefix; FUSE mounts;
+# the cluster's namespaces.
+need_commands cmake=cmake bindfs=bindfs fusermount3=fuse3 unshare=util-linux mount=mount \
+    nsenter=util-linux findmnt=util-linux setsid=util-linux
 need_cargo_components fmt clippy
 cargo fmt --check || { echo "test.sh: cargo fmt --check failed: run cargo fmt" >&2; exit 1; }
 cargo build --release --all-targets
