@@ -58,7 +58,7 @@ cluster() {
     case "$n" in ''|*[!0-9]*|0) echo "bench: --cluster needs a number of hosts; $usage" >&2; exit 2 ;; esac
     [ $# -eq 3 ] || { echo "$usage" >&2; exit 2; }
     case "$3" in static|warmup|full) ;; *) echo "bench: unknown mode $3; $usage" >&2; exit 2 ;; esac
-    state=${SOSLB_CLUSTER_DIR:-$ROOT/target/cluster}
+    state=${CLUSTER_DIR:-$ROOT/target/cluster}
     hosts=$(cat "$state/hosts" 2>/dev/null || true)
     if [ ! -x "$state/mpirun" ] || [ "$(echo "$hosts" | wc -w)" != "$n" ]; then
         echo "bench: no cluster of $n hosts is up in $state: scripts/cluster.sh up $n" >&2
