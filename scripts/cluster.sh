@@ -87,41 +87,68 @@ end_recorded() {
     fi
     recorded_alive "$1" && die "process $pid ($1) does not end"
     rm -f "$1"
-    # Until its parent (init) has reaped it, it shows in ps as defunct.
-    for _ in $(seq 50); do
-        [ -e "/proc/$pid" ] || break
-        sleep 0.1
+    ENDED+=("$pid")
+}
+
+# The processes in mount namespace $1 (as /proc/PID/ns/mnt names it) that
+# started no later than $2 (clock ticks since boot: a namespace's number
+# is given again once it is gone), but the ids that follow.
+in_namespace() {
+    local ns=$1 before=$2 p
+    shift 2
+    for p in /proc/[0-9]*; do
+        p=${p#/proc/}
+        case " $* " in *" $p "*) continue ;; esac
+        if [ "$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" = "$ns" ] &&
+            [ "$(started "$p")" -le "$before" ] 2>/dev/null; then
+            echo "$p"
+        fi
     done
 }
 
-# Processes other than the holder and bindfs inside host $1's namespaces
-# (an MPI job that was killed without its ranks, say): named, not ended.
-strangers() {
-    local ns p pid start fs=""
-    read -r pid start <"$STATE/$1.holder"
-    [ -f "$STATE/$1.bindfs" ] && read -r fs start <"$STATE/$1.bindfs"
-    ns=$(readlink "/proc/$pid/ns/mnt") || return 0
-    for p in /proc/[0-9]*; do
-        p=${p#/proc/}
-        [ "$p" = "$pid" ] || [ "$p" = "$fs" ] && continue
-        if [ "$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" = "$ns" ]; then echo "$p"; fi
-    done
+# Now, in clock ticks since boot (as a process's start time).
+ticks() {
+    local up
+    read -r up _ </proc/uptime
+    echo $(( ${up%.*} * $(getconf CLK_TCK) + 10#${up#*.} * $(getconf CLK_TCK) / 100 + 1 ))
 }
 
 down() {
-    local h others
+    local h pid start fs ns spaces=() left now
+    now=$(ticks)
+    ENDED=()
     for h in $(hosts); do
         if recorded_alive "$STATE/$h.holder"; then
-            others=$(strangers "$h" | tr '\n' ' ')
-            [ -z "$others" ] || say "warning: on $h processes not started by cluster.sh still run (not ended): $others"
+            read -r pid start <"$STATE/$h.holder"
+            fs=""
+            [ -f "$STATE/$h.bindfs" ] && read -r fs start <"$STATE/$h.bindfs"
+            ns=$(readlink "/proc/$pid/ns/mnt")
+            spaces+=("$ns")
+            left=$(in_namespace "$ns" "$now" "$pid" "$fs" | tr '\n' ' ')
+            [ -z "$left" ] || say "warning: on $h processes not started by cluster.sh still run (not ended): $left"
             # Unmounting the view ends its bindfs.
-            nsenter --target "$(holder_pid "$h")" --mount -- umount "$SHARED" 2>/dev/null ||
-                nsenter --target "$(holder_pid "$h")" --mount -- umount -l "$SHARED" 2>/dev/null || true
+            nsenter --target "$pid" --mount -- umount "$SHARED" 2>/dev/null ||
+                nsenter --target "$pid" --mount -- umount -l "$SHARED" 2>/dev/null || true
         fi
         end_recorded "$STATE/$h.bindfs"
         end_recorded "$STATE/$h.holder"
     done
     rm -f "$STATE/hosts" "$STATE/agent" "$STATE/hostfile" "$STATE/mpirun" "$STATE"/*.holder "$STATE"/*.bindfs
+    # A namespace and its mounts go with its last process (bindfs's own
+    # helpers end just after it); what was ended shows in ps as defunct
+    # until its parent, init, has reaped it.
+    for _ in $(seq 50); do
+        left=""
+        for ns in ${spaces[@]+"${spaces[@]}"}; do
+            left+=$(in_namespace "$ns" "$now" | tr '\n' ' ')
+        done
+        for pid in ${ENDED[@]+"${ENDED[@]}"}; do
+            [ -e "/proc/$pid" ] && left+=" $pid"
+        done
+        [ -n "$left" ] || break
+        sleep 0.1
+    done
+    [ -z "$left" ] || say "warning: processes $left still hold a host's namespace, or are not reaped yet"
 }
 
 check_can() {

@@ -239,7 +239,9 @@ impl Cluster {
 
     /// `scripts/cluster.sh down`, and check that it left nothing: neither
     /// the processes that `up` recorded nor any process in the hosts' mount
-    /// namespaces (the last one out takes the namespace and its mounts).
+    /// namespaces (the last one out takes the namespace and its mounts;
+    /// only a process older than `down` counts: a namespace's number is
+    /// given again to another cluster's once it is gone).
     fn down(mut self) {
         let mut pids = Vec::new();
         let mut spaces = Vec::new();
@@ -251,6 +253,7 @@ impl Cluster {
             }
             spaces.push(std::fs::read_link(format!("/proc/{}/ns/mnt", self.holder(h))).unwrap());
         }
+        let before = ticks_since_boot();
         let out = self.script(&["down"]).output().expect("bash runs");
         self.up = false;
         assert!(
@@ -267,14 +270,29 @@ impl Cluster {
         }
         for e in std::fs::read_dir("/proc").unwrap().flatten() {
             let ns = std::fs::read_link(e.path().join("ns/mnt"));
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            // Field 22, the start time: the 20th after the `(comm)`.
+            let started: Option<u64> = (stat.rsplit_once(") "))
+                .and_then(|(_, rest)| rest.split_whitespace().nth(19)?.parse().ok());
             assert!(
-                !ns.as_ref().is_ok_and(|ns| spaces.contains(ns)),
-                "process {:?} is still in a host's mount namespace {ns:?}",
-                e.file_name()
+                !(ns.as_ref().is_ok_and(|ns| spaces.contains(ns))
+                    && started.is_some_and(|t| t <= before)),
+                "process {stat} is still in a host's mount namespace {ns:?}"
             );
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Clock ticks since boot, as a process's start time in /proc/PID/stat.
+fn ticks_since_boot() -> u64 {
+    let uptime = std::fs::read_to_string("/proc/uptime").expect("/proc/uptime");
+    let seconds: f64 = (uptime.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .expect("/proc/uptime starts with the seconds since boot");
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (seconds * hz).ceil() as u64
 }
 
 impl Drop for Cluster {
