@@ -22,8 +22,8 @@
 # CLUSTER_DIR (default target/cluster; not under /tmp, which the hosts do
 # not see; not SOSLB_*, which soslb would read as a setting) holds the
 # state: hosts, the processes' ids, the agent, the host file, an `mpirun`
-# wrapper, backing/ (kept by down) and shared/ (the mount point of the
-# views: run jobs with their signal directory there).
+# wrapper, backing/ (emptied by up, kept by down) and shared/ (the mount
+# point of the views: run jobs with their signal directory there).
 # Needs root, /dev/fuse, unshare, nsenter and bindfs (installed when missing).
 CALLER_PWD=$PWD
 . "$(dirname "$0")/setup.sh"
@@ -137,18 +137,20 @@ down() {
     # A namespace and its mounts go with its last process (bindfs's own
     # helpers end just after it); what was ended shows in ps as defunct
     # until its parent, init, has reaped it.
+    local unreaped
     for _ in $(seq 50); do
-        left=""
+        left="" unreaped=""
         for ns in ${spaces[@]+"${spaces[@]}"}; do
             left+=$(in_namespace "$ns" "$now" | tr '\n' ' ')
         done
         for pid in ${ENDED[@]+"${ENDED[@]}"}; do
-            [ -e "/proc/$pid" ] && left+=" $pid"
+            [ -e "/proc/$pid" ] && unreaped+=" $pid"
         done
-        [ -n "$left" ] || break
+        [ -n "$left$unreaped" ] || break
         sleep 0.1
     done
-    [ -z "$left" ] || say "warning: processes $left still hold a host's namespace, or are not reaped yet"
+    [ -z "$unreaped" ] || say "warning: init has not reaped$unreaped yet (defunct in ps)"
+    [ -z "$left" ] || die "processes $left still hold a host's namespaces and mounts: end them, then down again"
 }
 
 check_can() {
@@ -247,7 +249,7 @@ EOF
     # the command line override them). The hosts share this machine's
     # cores: their ranks must yield when idle, which Open MPI does by itself
     # only where a host's own slots are oversubscribed (without it, ranks
-    # spinning in init's collectives starved the others: 2.5 to 3.3 s of
+    # spinning in init's collectives starved the others: 0.4 to 3.3 s of
     # soslb's init for 16 ranks on 4 hosts, against 0.1 to 0.2 s).
     cat >"$STATE/mpirun" <<EOF
 #!/bin/sh
@@ -279,7 +281,7 @@ status() {
 
 case "${1:-}" in
     up) shift; up "$@" ;;
-    down) down; say "down: nothing left mounted or running from $STATE" ;;
+    down) down; say "down: nothing of $STATE left mounted or running" ;;
     status) status ;;
     exec)
         [ $# -ge 3 ] || die "usage: scripts/cluster.sh exec HOST COMMAND..."
