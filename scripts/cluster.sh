@@ -215,7 +215,8 @@ up() {
         say "taking down the cluster an earlier up left in $STATE"
         down
     fi
-    rm -rf "$BACKING"
+    # (The mount point empty: FUSE mounts on no other.)
+    rm -rf "$BACKING" "$SHARED"
     mkdir -p "$BACKING" "$SHARED"
     # Multithreaded: lock forwarding needs it, and without it one host's
     # ranks would queue on one thread.
@@ -287,7 +288,9 @@ case "${1:-}" in
         [ $# -ge 3 ] || die "usage: scripts/cluster.sh exec HOST COMMAND..."
         pid=$(holder_pid "$2")
         shift 2
-        exec nsenter --target "$pid" --uts --mount --wd="$CALLER_PWD" -- "$@" ;;
+        # (cd inside: nsenter --wd keeps the caller's view of the mounts.)
+        # shellcheck disable=SC2016 # expanded by the host's shell
+        exec nsenter --target "$pid" --uts --mount -- sh -c 'cd "$0" && exec "$@"' "$CALLER_PWD" "$@" ;;
     mpirun)
         [ -x "$STATE/mpirun" ] || die "no cluster is up in $STATE: scripts/cluster.sh up N"
         shift
