@@ -42,7 +42,7 @@ fn unavailable() -> Option<String> {
             .is_ok_and(|o| o.status.success());
         if !found {
             return Some(format!(
-                "`{tool}` is not installed (scripts/cluster.sh installs it)"
+                "`{tool}` is not installed (scripts/test.sh and scripts/cluster.sh install it)"
             ));
         }
     }
