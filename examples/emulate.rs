@@ -3,7 +3,7 @@
 //! last on stdout:
 //!
 //! ```text
-//! result: scenario=hetero16 mode=full ranks=16 realisations=6000 missing=0 duplicates=0 makespan_s=16.9 ideal_s=16.22 efficiency=0.98 count=6000 error=0 help_d0=0 help_d1=0 help_d2=0 storage_ops=148 storage_ops_per_s_peak=32 waves=22 steals=0 ops_per_steal=0.00 host_steals=0
+//! result: scenario=hetero16 mode=full ranks=16 realisations=6000 missing=0 duplicates=0 makespan_s=16.9 ideal_s=16.22 efficiency=0.98 count=6000 error=0 help_d0=0 help_d1=0 help_d2=0 storage_ops=148 storage_ops_per_s_peak=32 waves=22 steals=0 ops_per_steal=0.00 host_steals=0 init_s=0.031
 //! ```
 //!
 //! `help_d<d>`: realisations helpers at distance `d` took; `storage_ops`:
@@ -15,7 +15,9 @@
 //! realisations set its pace); `steals`: searches for help that claimed
 //! ids from the shared board, and `ops_per_steal` the storage operations
 //! each made there on average (the index, SOS files, claims, a listing of
-//! claims after a lost one); `host_steals`: those from a host's board.
+//! claims after a lost one); `host_steals`: those from a host's board; `init_s`: seconds
+//! `init` took on the rank where it took longest (the monitor logs'
+//! `init-time` lines break it down by phase).
 //!
 //! Realisation `id` of rank `i` started at `t` (seconds since the end of
 //! the rank's init; the makespan counts the init too) sleeps
@@ -373,7 +375,7 @@ fn run_once(
             "result: scenario={} mode={} ranks={ranks} realisations={} missing={missing} duplicates={duplicates} \
              makespan_s={makespan:.2} ideal_s={ideal:.2} efficiency={:.3} count={} error={} \
              help_d0={} help_d1={} help_d2={} storage_ops={} storage_ops_per_s_peak={} waves={} \
-             steals={} ops_per_steal={:.2} host_steals={}",
+             steals={} ops_per_steal={:.2} host_steals={} init_s={:.3}",
             scenario.name,
             format!("{:?}", args.mode).to_lowercase(),
             scenario.realisations,
@@ -389,6 +391,7 @@ fn run_once(
             steals.0,
             steals.1 as f64 / steals.0.max(1) as f64,
             (summary.iter().flat_map(|s| s.ranks.iter())).map(|r| r.host_steals).sum::<u64>(),
+            summary.as_ref().map_or(f64::NAN, |s| s.init),
         );
     } else {
         root.gather_into(&count);

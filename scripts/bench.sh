@@ -14,6 +14,12 @@
 #                                    and flat (SOSLB_HOSTS=Real SOSLB_SITES=Single
 #                                    SOSLB_HOST_BOARD=false: on one machine a
 #                                    host board would skip the emulated grid)
+#   scripts/bench.sh --cluster N SCENARIO MODE, --cluster N all|sites [MODE...]
+#                                    the same across the N hosts of
+#                                    scripts/cluster.sh (up N first), ranks
+#                                    spread evenly, hosts from their real
+#                                    names; a scenario with a layout gets its
+#                                    sites from node-name patterns
 #   scripts/bench.sh next            the fast path of next: ns per call
 #   scripts/bench.sh sim RANKS [MODE [OPTION...]] the simulator (one core,
 #                                    virtual clock): fluct16's speeds on RANKS
@@ -21,16 +27,67 @@
 #                                    options go to examples/simulate (--ops:
 #                                    operations per second by request kind)
 . "$(dirname "$0")/setup.sh"
-usage="usage: scripts/bench.sh SCENARIO static|warmup|full | all|tail|wide|sites [MODE...] | next | sim RANKS [MODE [OPTION...]]"
+usage="usage: scripts/bench.sh [--cluster N] SCENARIO static|warmup|full | [--cluster N] all|tail|wide|sites [MODE...] | next | sim RANKS [MODE [OPTION...]]"
 cargo build --release --examples
 
-run() {
+# The file of scenario $1 (a name of examples/scenarios or a file).
+scenario_file() {
     local file="$1"
     [ -f "$file" ] || file="examples/scenarios/$1.ron"
     [ -f "$file" ] || { echo "bench: no scenario $1 (no file $file)" >&2; exit 2; }
-    local ranks
-    ranks=$(sed -n 's/^ *ranks: *\([0-9]*\).*/\1/p' "$file" | head -1)
-    mpirun -np "$ranks" target/release/examples/emulate "$file" "$2"
+    echo "$file"
+}
+
+# The value of the field $2 (a number) in scenario file $1.
+scenario_number() {
+    sed -n -e '/^[[:space:]]*\/\//d' -e "s/.*[(, ]$2: *\([0-9]*\).*/\1/p" "$1" | head -1
+}
+
+# One run of scenario $1 in mode $2, across the cluster's hosts after --cluster.
+run() {
+    if [ -n "${CLUSTER_HOSTS:-}" ]; then
+        cluster "$CLUSTER_HOSTS" "$1" "$2"
+        return
+    fi
+    local file
+    file=$(scenario_file "$1")
+    mpirun -np "$(scenario_number "$file" ranks)" target/release/examples/emulate "$file" "$2"
+}
+
+# Scenario $2 in mode $3 across the $1 hosts of scripts/cluster.sh: hosts
+# from their names (hosts: Real), the signal directory on the hosts' shared
+# view; a scenario's layout gives sites of hosts_per_site consecutive hosts,
+# as node-name patterns (its far SOS files stay slower to reach, as in the
+# emulated grid).
+cluster() {
+    local n="$1" file ranks state hosts per h i sites="" hps
+    state=${CLUSTER_DIR:-$ROOT/target/cluster}
+    hosts=$(cat "$state/hosts" 2>/dev/null || true)
+    if [ ! -x "$state/mpirun" ] || [ "$(echo "$hosts" | wc -w)" != "$n" ]; then
+        echo "bench: no cluster of $n hosts is up in $state: scripts/cluster.sh up $n" >&2
+        exit 2
+    fi
+    file=$(scenario_file "$2")
+    ranks=$(scenario_number "$file" ranks)
+    per=$(( (ranks + n - 1) / n ))
+    hps=$(scenario_number "$file" hosts_per_site)
+    i=0
+    local spread=""
+    for h in $hosts; do
+        spread+="${spread:+,}$h:$per"
+        [ -z "$hps" ] || sites+="${sites:+, }(\"$h\", \"site$((i / hps))\")"
+        i=$((i + 1))
+    done
+    local env=(SOSLB_SIGNAL_DIR="$state/shared/signals" SOSLB_HOSTS=Real)
+    # (Flat, as `sites` runs it, sets SOSLB_SITES=Single.)
+    if [ -n "$sites" ] && [ -z "${SOSLB_SITES:-}" ]; then
+        env+=(SOSLB_SITES="Patterns([$sites])")
+        [ "$(scenario_number "$file" ranks_per_host)" = "$per" ] ||
+            echo "bench: warning: $file lays out $(scenario_number "$file" ranks_per_host) ranks per host, the cluster runs $per" >&2
+    fi
+    echo "bench: ${env[*]} on $spread" >&2
+    env "${env[@]}" "$state/mpirun" -np "$ranks" --host "$spread" \
+        target/release/examples/emulate "$file" "$3"
 }
 
 # The result lines of the scenarios $1 in modes $2... (default: all three).
@@ -57,6 +114,12 @@ sim() {
     rm -f "$file"
 }
 
+if [ "${1:-}" = --cluster ]; then
+    case "${2:-}" in ''|*[!0-9]*|0) echo "bench: --cluster needs a number of hosts; $usage" >&2; exit 2 ;; esac
+    CLUSTER_HOSTS=$2
+    shift 2
+fi
+
 case "${1:-}" in
     sim) shift; sim "$@" ;;
     next) mpirun -np 2 target/release/examples/next_bench ;;
@@ -68,5 +131,7 @@ case "${1:-}" in
         echo "flat:"
         SOSLB_HOSTS=Real SOSLB_SITES=Single SOSLB_HOST_BOARD=false group "sites16 sites16-one" "${@:-full}" ;;
     "") echo "$usage" >&2; exit 2 ;;
-    *) [ $# -eq 2 ] || { echo "$usage" >&2; exit 2; }; run "$1" "$2" ;;
+    *) [ $# -eq 2 ] || { echo "$usage" >&2; exit 2; }
+        case "$2" in static|warmup|full) ;; *) echo "bench: unknown mode $2; $usage" >&2; exit 2 ;; esac
+        run "$1" "$2" ;;
 esac

@@ -5,7 +5,8 @@
 #   openmpi  against Open MPI (target/): unit and property tests, file-board
 #            races, MPI runs under mpirun (16 ranks oversubscribed), the
 #            Fortran programs, the installed library (pkg-config and CMake
-#            builds of the README's example), the FUSE file-system tests
+#            builds of the README's example), the FUSE file-system tests,
+#            the tests on a cluster of namespaces (scripts/cluster.sh)
 #   mpich    against MPICH (target/mpich, mpiexec.mpich): the MPI, Fortran,
 #            liveness, grid-job and install tests again
 #   slurm    the grid-job tests under a one-node Slurm on this machine
@@ -46,8 +47,10 @@ tests_but_slurm() {
 openmpi_pass() (
     export SOSLB_MPI=openmpi
     . scripts/setup.sh
-    # The tests' tools: CMake builds against an installed prefix; FUSE mounts.
-    need_commands cmake=cmake bindfs=bindfs fusermount3=fuse3 unshare=util-linux mount=mount
+    # The tests' tools: CMake builds against an installed prefix; FUSE mounts;
+    # the cluster's namespaces.
+    need_commands cmake=cmake bindfs=bindfs fusermount3=fuse3 unshare=util-linux mount=mount \
+        nsenter=util-linux findmnt=util-linux setsid=util-linux
     need_cargo_components fmt clippy
     cargo fmt --check || { echo "test.sh: cargo fmt --check failed: run cargo fmt" >&2; exit 1; }
     cargo build --release --all-targets

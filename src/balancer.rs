@@ -16,6 +16,7 @@ use crate::deadline::{self, Deadline};
 use crate::error::{Error, Result, code};
 use crate::ids::IdSet;
 use crate::monitor::Monitor;
+use crate::phases::Phases;
 use crate::plan::WarmupReport;
 use crate::policy::{Outcome, Params, Rank, RankReport, Reply, Request, Step};
 use crate::progress::{Figures, Progress};
@@ -116,6 +117,8 @@ pub struct Balancer {
     transfers: (u64, u64),
     /// A host transfer arrived since the rank last looked for work.
     received: bool,
+    /// Seconds this rank spent in `init`.
+    init_seconds: f64,
 }
 
 /// The shell's side of the termination: waves, this rank's failure or stop,
@@ -177,6 +180,10 @@ pub struct Summary {
     /// Termination waves completed (the same on every rank): `elapsed`
     /// over this is the mean time a wave took.
     pub waves: u64,
+    /// Seconds `init` took, on the rank where it took longest (from the
+    /// entry of `init` to its return; the monitor logs' `init-time` lines
+    /// give each rank's phases).
+    pub init: f64,
 }
 
 impl Balancer {
@@ -184,13 +191,15 @@ impl Balancer {
     /// (collective; the communicator is duplicated).
     pub fn new<C: Communicator>(comm: &C, total: u64, config: Config) -> Result<Balancer> {
         check_mpi()?;
-        Self::start(Comm::duplicate(comm), total, Ok(config))
+        let phases = Phases::start();
+        Self::start(Comm::duplicate(comm), total, Ok(config), phases)
     }
 
     /// The C and Fortran entry: a Fortran communicator handle, a signed
     /// total, a config path (else the defaults of [`Config::load`]).
     pub fn from_fortran(comm: i32, total: i64, config: Option<&Path>) -> Result<Balancer> {
         check_mpi()?;
+        let phases = Phases::start();
         // SAFETY: MPI is initialised.
         let comm = unsafe { Comm::duplicate_fortran(comm)? };
         let total_ok = u64::try_from(total).ok().filter(|&t| t > 0).ok_or_else(|| {
@@ -200,10 +209,16 @@ impl Balancer {
             )
         });
         let loaded = total_ok.and_then(|_| Config::load(config));
-        Self::start(comm, total.max(0) as u64, loaded)
+        Self::start(comm, total.max(0) as u64, loaded, phases)
     }
 
-    fn start(comm: Comm, total: u64, config: Result<Config>) -> Result<Balancer> {
+    fn start(
+        comm: Comm,
+        total: u64,
+        config: Result<Config>,
+        mut phases: Phases,
+    ) -> Result<Balancer> {
+        phases.lap("dup");
         let mut config = comm.agree(config.and_then(|c| {
             c.validate("passed to soslb")?;
             if total == 0 {
@@ -231,6 +246,7 @@ impl Balancer {
             };
             return Err(Error::argument("total/config", what));
         }
+        phases.lap("config");
         // One rank: a pass-through, every id in order, no signal files to share.
         if comm.size() == 1 {
             config.mode = Mode::Static;
@@ -244,6 +260,7 @@ impl Balancer {
         if config.sites == config::Sites::Measure {
             topology = measure_sites(&comm, topology);
         }
+        phases.lap("topology");
         let created = if me == 0 {
             create_run(&config, total, comm.size())
         } else {
@@ -259,6 +276,7 @@ impl Balancer {
             ),
         );
         comm.agree(created)?;
+        phases.lap("run_dir");
         config.host_board &= config.mode == Mode::Full;
         // The run's node-local directory (the hosts' copies of the index,
         // the host's board), held while the rank runs; the host's lowest
@@ -272,6 +290,7 @@ impl Balancer {
         } else {
             Vec::new()
         };
+        phases.lap("node_dir");
         let joined = FileBoard::open(&job_dir, me).and_then(|board| {
             let monitor = if config.log {
                 let path = board
@@ -295,6 +314,7 @@ impl Balancer {
             Ok((board, monitor))
         });
         let (board, mut monitor) = comm.agree(joined)?;
+        phases.lap("board");
         // The host's own board (node-local, beside the copies of the index):
         // made by the host's lowest rank, then joined by all of its ranks.
         let (host_board, host_board_dir) = if config.host_board {
@@ -309,6 +329,7 @@ impl Balancer {
         } else {
             (None, None)
         };
+        phases.lap("host_board");
         let discovery = if config.mode == Mode::Full {
             let watch = match config.discovery {
                 config::Discovery::Watch => true,
@@ -383,7 +404,9 @@ impl Balancer {
             Some(Ok(answer)) => Some(answer),
             None => None,
         };
+        phases.lap("discovery_journal");
         comm.quiet_barrier();
+        phases.lap("barrier");
         let start = Instant::now();
         let first = *FIRST_START.get_or_init(|| start);
         let deadline = deadline_of(&config, start - first, to_compute, asked);
@@ -402,6 +425,12 @@ impl Balancer {
         let storage_probe = discovery.as_ref().map(|_| board.probe_storage());
         let host_copy = board.host_copy_path(rank.topology().host(me));
         let desk = comm.agree(Desk::start(Clerk::new(&rank), board, host_board))?;
+        phases.lap("clerk");
+        let init_seconds = phases.total();
+        monitor.line(
+            0.0,
+            format_args!("init-time s={init_seconds:.4} {}", phases.fields()),
+        );
         let end = Termination {
             judge: Judge::new(to_compute, comm.size()),
             wave: None,
@@ -446,6 +475,7 @@ impl Balancer {
             outgoing: Vec::new(),
             transfers: (0, 0),
             received: false,
+            init_seconds,
         })
     }
 
@@ -1197,6 +1227,7 @@ impl Balancer {
             mine.steals.0,
             mine.steals.1,
             mine.host_steals,
+            self.init_seconds.to_bits(),
         ];
         let all = self.comm.all_gather(&words);
         let rows: Vec<&[u64]> = all.chunks_exact(words.len()).collect();
@@ -1274,6 +1305,10 @@ impl Balancer {
             audit: total_audit,
             resumed: prior.map_or(0, Prior::count),
             waves: self.end.waves,
+            init: rows
+                .iter()
+                .map(|w| f64::from_bits(w[19]))
+                .fold(0.0, f64::max),
         };
         let total = self.rank.total();
         let audit_error = summary.audit_problem(total);
@@ -1738,11 +1773,12 @@ impl Summary {
     /// The per-rank table printed when the config says `summary: true`.
     pub fn table(&self, config: &Config, total: u64) -> String {
         let mut s = format!(
-            "soslb summary: {} ranks, {total} realisations, mode {:?}, policy {:?}, {:.3} s\n",
+            "soslb summary: {} ranks, {total} realisations, mode {:?}, policy {:?}, {:.3} s (init {:.3} s)\n",
             self.ranks.len(),
             config.mode,
             config.help_policy,
-            self.elapsed
+            self.elapsed,
+            self.init
         );
         s += "  rank host             computed  busy_s  warmup_v  planned  taken  given  sos\n";
         for (r, h) in self.ranks.iter().zip(&self.hosts) {
@@ -1870,6 +1906,7 @@ mod tests {
             audit,
             resumed: 0,
             waves: 0,
+            init: 0.0,
         }
     }
 

@@ -84,6 +84,7 @@ pub mod error;
 pub mod ffi;
 pub mod ids;
 pub mod monitor;
+mod phases;
 pub mod plan;
 pub mod policy;
 pub mod progress;

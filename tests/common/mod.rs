@@ -1,6 +1,8 @@
 //! Shared by the integration tests that run MPI jobs.
 #![allow(dead_code)]
 
+pub mod readme;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
