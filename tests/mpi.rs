@@ -122,12 +122,19 @@ fn emulate(name: &str, mode: &str, env: &[(&str, &str)]) -> Run {
     }
 }
 
-/// The helpers that took ids from `owner`, from its monitor log.
+/// The helpers that took ids from `owner`, once per steal.
 fn helpers_of(run: &Run, owner: usize) -> Vec<usize> {
-    run.log(owner)
-        .lines()
-        .filter(|l| l.contains(" aid-received "))
-        .filter_map(|l| field(l, "helper")?.parse().ok())
+    // From the helpers' logs: an owner reads only some of its helpers'
+    // claims.
+    (0..run.ranks.len())
+        .flat_map(|r| {
+            run.log(r)
+                .lines()
+                .filter(|l| l.contains(" aid-given "))
+                .filter(|l| field(l, "owner").and_then(|o| o.parse().ok()) == Some(owner))
+                .map(|_| r)
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
