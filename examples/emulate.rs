@@ -390,7 +390,9 @@ fn run_once(
             summary.as_ref().map_or(0, |s| s.waves),
             steals.0,
             steals.1 as f64 / steals.0.max(1) as f64,
-            (summary.iter().flat_map(|s| s.ranks.iter())).map(|r| r.host_steals).sum::<u64>(),
+            (summary.iter().flat_map(|s| s.ranks.iter()))
+                .map(|r| r.host_steals)
+                .sum::<u64>(),
             summary.as_ref().map_or(f64::NAN, |s| s.init),
         );
     } else {

@@ -172,7 +172,11 @@ fn print_trace(events: &[Vec<(f64, Event)>]) {
                 ),
                 Event::SosClosed { seq } => format!("sos closed seq={seq}"),
                 Event::AidReceived { aid, .. } => {
-                    format!("aid received from={} ids={}", aid.helper.map_or("?".into(), |h| h.to_string()), aid.ids.len())
+                    format!(
+                        "aid received from={} ids={}",
+                        aid.helper.map_or("?".into(), |h| h.to_string()),
+                        aid.ids.len()
+                    )
                 }
                 Event::AidGiven { owner, ids, .. } => {
                     format!("aid taken from={owner} ids={}", ids.len())

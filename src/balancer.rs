@@ -576,7 +576,7 @@ impl Balancer {
                     }));
                 }
                 Ok(Step::Ask(request)) => {
-                    if let Err(e) = self.desk.send(request) {
+                    if let Err(e) = self.desk.send(*request) {
                         return self.fail_and_conclude(e);
                     }
                     continue;

@@ -438,8 +438,7 @@ impl Clerk {
             known.is_none()
         });
         let site_end = early_site_end(search, &self.topology, rules);
-        let mut empty_reads = 0;
-        for c in found {
+        for (empty_reads, c) in found.into_iter().enumerate() {
             if self.over() || empty_reads >= EMPTY_READS {
                 break;
             }
@@ -489,7 +488,6 @@ impl Clerk {
             }
             // Nothing to take until the owner's next refresh (a rank that
             // looks ahead may only find its share too small yet).
-            empty_reads += 1;
             if search.busy_for == 0.0 || search.early {
                 self.empty.push((c.entry.rank, c.entry.seq, now + interval));
             }
@@ -631,7 +629,7 @@ impl Inline {
         loop {
             match self.rank.next(now)? {
                 Step::Ask(request) => {
-                    let reply = self.clerk.serve(request, board);
+                    let reply = self.clerk.serve(*request, board);
                     self.rank.reply(reply)?;
                 }
                 step => return Ok(step),

@@ -142,8 +142,9 @@ pub struct Config {
     /// Warm-up as a fraction of `walltime` (the paper uses 0.05).
     pub warmup_fraction: Option<f64>,
     /// The declared walltime `t_f` of the job, seconds from the first
-    /// `init` of the process. The batch system's end time
-    /// (`SLURM_JOB_END_TIME`) counts too: the earlier one is the deadline.
+    /// `init` of the process. The batch system's end time counts too
+    /// (`SLURM_JOB_END_TIME`, else asked of Slurm or PBS, see
+    /// [`crate::batch`]): the earlier one is the deadline.
     pub walltime: Option<f64>,
     /// Seconds before the walltime that the job should be over by (default
     /// 60, or a tenth of the time left to the walltime at init when that is
@@ -223,9 +224,8 @@ pub struct Config {
     /// Keep every file of the run directory after a clean finalize (default
     /// false: the signal files are removed, the monitor logs kept).
     pub keep: bool,
-    /// Seconds a rank waits for a lock or for other ranks before it prints a
-    /// warning naming the file or the ranks (default 10; repeated with a
-    /// doubling back-off).
+    /// Seconds a rank waits for other ranks before it prints a warning
+    /// naming them (default 10; repeated with a doubling back-off).
     pub wait_warning: f64,
     /// Seconds between two progress lines of rank 0 on stderr (default 5;
     /// 0: none). See [`crate::progress`].

@@ -13,8 +13,8 @@
 //! interval.
 //!
 //! What the protocol's steps cost, in operations ([`crate::board`]): a post
-//! writes the SOS aside and renames it, then reads, writes aside and renames
-//! the index ([`POST_OPS`]); a refresh looks at a few claims and writes the
+//! writes the SOS aside and renames it, then reads, writes aside, renames
+//! and reads back the index ([`POST_OPS`]); a refresh looks at a few claims and writes the
 //! SOS ([`REFRESH_OPS`]); a claim is one exclusive create; a steal reads the
 //! index and an SOS and claims ([`STEAL_OPS`]). The rank never waits for
 //! these: its clerk makes them while it computes.
@@ -34,7 +34,10 @@
 //!   the job's forecast end less [`RISK`] spreads, no less than two claims'
 //!   worth (the next claim comes while it computes);
 //! - **slots**: a post cuts its tail into slots of one lease, one lease,
-//!   then doubling ([`GROWTH`]) toward the back, where helpers take first;
+//!   then doubling ([`GROWTH`]) up to the share a helper takes (split
+//!   among the helpers the SOS may expect, no smaller than a helper's own
+//!   period of work), in slots of that share at the back, where helpers
+//!   take first;
 //! - **look ahead**: a rank asks for its next share one steal before its
 //!   work runs out;
 //! - **share**: what a helper computes by the common end of owner and
@@ -45,8 +48,8 @@
 use crate::protocol::Level;
 
 /// Operations of a post: the SOS written aside and renamed, the index read,
-/// written aside and renamed.
-pub const POST_OPS: f64 = 5.0;
+/// written aside, renamed and read back.
+pub const POST_OPS: f64 = 6.0;
 
 /// Operations of a refresh: a look at the back slot's claim and the SOS
 /// written aside and renamed (the index is read only to heal it).
@@ -79,8 +82,8 @@ pub const EARLY_LOOKS: f64 = 64.0;
 /// The measured and configured quantities, and what follows from them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Costs {
-    /// Seconds per storage operation on the shared board and the host's
-    /// ([`Costs::of`]).
+    /// Seconds per storage operation on the shared board and the host's, as
+    /// the clerk timed them.
     pub op: [f64; 2],
     /// The check interval `Δ`.
     pub check_interval: f64,
@@ -158,8 +161,8 @@ mod tests {
             op: [0.2, 0.00001],
             ..fast
         };
-        // 8 operations and half a poll.
-        assert!((slow.post_threshold(Level::Shared) - 1.65).abs() < 1e-9);
+        // 9 operations and half a poll.
+        assert!((slow.post_threshold(Level::Shared) - 1.85).abs() < 1e-9);
         assert!(slow.slow(Level::Shared) && !slow.slow(Level::Host));
         assert!((slow.own_period(Level::Shared, 0) - 0.6).abs() < 1e-9);
         assert_eq!(slow.own_period(Level::Host, 0), 0.25);

@@ -405,7 +405,7 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         // meanwhile.
         loop {
             let request = match step {
-                Step::Ask(request) => request,
+                Step::Ask(request) => *request,
                 Step::Send { to, ids } => {
                     // The message arrives after `TRANSFER_LATENCY`: an idle
                     // receiver wakes then, a busy one takes it at its next

@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-
 /// Why a cluster cannot be made here, if it cannot.
 fn unavailable() -> Option<String> {
     // SAFETY: geteuid has no preconditions.

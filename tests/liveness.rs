@@ -351,10 +351,13 @@ fn observable_counts_that_differ_are_an_error_on_every_rank() {
     job.assert_every_rank_failed_with(8, 1, "rank 4 added 3");
 }
 
+/// A damage done to a run directory: the path of the file it damaged.
+type Fault = fn(&Path) -> PathBuf;
+
 /// heal8 with every SOS on the shared board, its index or rank 7's SOS
 /// file damaged by `fault` once the index lists rank 7's SOS: the job's
 /// makespan and the lines of stderr that name the file.
-fn heal8(fault: Option<fn(&Path) -> PathBuf>) -> (f64, usize) {
+fn heal8(fault: Option<Fault>) -> (f64, usize) {
     let env = [("SOSLB_HOST_BOARD", "false")];
     let mut named = None;
     let job = emulate_with(8, "heal8", &[], &env, |signals| {
@@ -394,7 +397,7 @@ fn heal8(fault: Option<fn(&Path) -> PathBuf>) -> (f64, usize) {
 #[test]
 fn a_damaged_index_or_sos_file_heals_within_two_seconds() {
     let (undamaged, _) = heal8(None);
-    let faults: [(&str, fn(&Path) -> PathBuf); 3] = [
+    let faults: [(&str, Fault); 3] = [
         ("garbage in the index", |job| {
             let p = job.join("open.ron");
             std::fs::write(&p, "garbage\u{0}\u{ff}").unwrap();

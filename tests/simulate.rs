@@ -600,7 +600,10 @@ fn a_destroyed_sos_record_loses_nothing_and_duplicates_nothing() {
             reported.push(at);
         }
     }
-    assert!(!reported.is_empty(), "the destroyed record was never reported");
+    assert!(
+        !reported.is_empty(),
+        "the destroyed record was never reported"
+    );
 }
 
 /// When `helper` ran out of work before it first took ids from `owner`,
@@ -686,9 +689,6 @@ fn far_helpers_wait_their_grace_only_while_near_ones_are_free_and_enough() {
         );
     }
 }
-
-/// Rank `me` of two on one host, of `total` realisations (mode full,
-/// balanced help).
 
 /// Rank `me` of two on one host, of `total` realisations (mode full,
 /// balanced help).

@@ -22,7 +22,8 @@
 //! create with its body, a write aside (create and write), a rename, a
 //! listing of a directory. A post is a write aside and a rename; a steal is
 //! a read of the index (or of the host's copy of it, node-local and not
-//! counted), a read of the SOS, a listing of its claims and a claim.
+//! counted), a read of the SOS and a claim (a listing of the owner's claims
+//! after a lost one).
 
 use crate::error::Result;
 use crate::protocol::{Claim, Index, Slot, Sos};

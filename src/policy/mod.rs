@@ -10,7 +10,8 @@
 //! as [`Step::Exchange`]. The MPI shell ([`crate::Balancer`]) and the
 //! simulator drive the same code.
 //!
-//! - [`owner`]: the SOS owner's decisions (post, refresh, claim, withdraw);
+//! - `owner`: the SOS owner's decisions (post, refresh, claim, withdraw);
+//! - `trade`: host transfers, by claims back and MPI sends;
 //! - [`helper`]: the helper's, pure (which SOS, how many ids, which slots);
 //! - [`request`]: the messages between a rank and its clerk.
 //!
@@ -118,7 +119,7 @@ pub enum Step {
     /// Hand this request to the rank's clerk ([`crate::clerk`]), then call
     /// [`Rank::next`] again; give the clerk's reply to [`Rank::reply`] when
     /// it comes.
-    Ask(Request),
+    Ask(Box<Request>),
     /// No work until the reply to the request out comes: wait for it, give
     /// it to [`Rank::reply`], then call [`Rank::next`] again.
     AwaitReply,
@@ -598,7 +599,8 @@ impl Rank {
         self.host_end = job.host_end(host);
         self.open_sos = job.reachable_open(host);
         let without_sos = |rs: &mut dyn Iterator<Item = usize>| {
-            rs.filter(|&r| r != self.me && !bit(&job.sos_ranks, r)).count() as u64
+            rs.filter(|&r| r != self.me && !bit(&job.sos_ranks, r))
+                .count() as u64
         };
         self.helpers = [
             without_sos(&mut (0..self.topology.ranks())),
@@ -728,7 +730,7 @@ impl Rank {
         }
         loop {
             if let Some(request) = self.outbox.take() {
-                return Ok(Step::Ask(request));
+                return Ok(Step::Ask(Box::new(request)));
             }
             if let Some(step) = self.trade_step(now) {
                 return Ok(step);
