@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks the formatting, builds everything, runs clippy and rustdoc (no
+# Checks the formatting and the structure (scripts/check-layers.sh,
+# scripts/check-sizes.sh), builds everything, runs clippy and rustdoc (no
 # warnings) and every test, in three passes:
 #
 #   openmpi  against Open MPI (target/): unit and property tests, file-board
@@ -44,6 +45,23 @@ tests_but_slurm() {
     done
 }
 
+# The structure: no import loop and no oversized file or function in src/;
+# and the loop check does fail on a tree with a loop (a copy of src/ where
+# the error type imports the balancer).
+structure_checks() {
+    bash scripts/check-layers.sh
+    bash scripts/check-sizes.sh
+    local tree
+    tree=$(mktemp -d)
+    cp -r src "$tree/src"
+    echo 'use crate::balancer::Balancer;' >>"$tree/src/error.rs"
+    if bash scripts/check-layers.sh "$tree/src" 2>"$tree/out"; then
+        echo "test.sh: check-layers.sh missed the loop error -> balancer" >&2; exit 1
+    fi
+    grep -q 'src/error.rs' "$tree/out" || { cat "$tree/out" >&2; exit 1; }
+    rm -rf "$tree"
+}
+
 openmpi_pass() (
     export SOSLB_MPI=openmpi
     . scripts/setup.sh
@@ -53,6 +71,7 @@ openmpi_pass() (
         nsenter=util-linux findmnt=util-linux setsid=util-linux
     need_cargo_components fmt clippy
     cargo fmt --check || { echo "test.sh: cargo fmt --check failed: run cargo fmt" >&2; exit 1; }
+    structure_checks
     cargo build --release --all-targets
     cargo clippy --all-targets -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --no-deps

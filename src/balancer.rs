@@ -1515,10 +1515,10 @@ impl Desk {
                         clerk.serve_on(request, &mut board, host)
                     }));
                     let mut reply = served.unwrap_or_else(|panic| Reply {
-                        outcome: Outcome::Failed(Error::Internal(format!(
-                            "the clerk's thread panicked: {}",
-                            crate::ffi::panic_text(&*panic)
-                        ))),
+                        outcome: Outcome::Failed(Error::from_panic(
+                            "the clerk's thread panicked: ",
+                            &*panic,
+                        )),
                         seconds: None,
                         ops: [0, 0],
                         looks: (0, 0),

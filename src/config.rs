@@ -130,6 +130,12 @@ pub enum Sites {
     Measure,
 }
 
+/// The default of the config's `large_job`: ranks from which on a job is
+/// large, and its hosts trade their drift through MPI ([`crate::transfer`])
+/// instead of SOS files on the shared storage (DESIGN §6: at scale the
+/// shared server's load matters more than a helper's latency).
+pub const LARGE_JOB: usize = 1000;
+
 /// Every setting of the library. See the field docs for defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -209,7 +215,7 @@ pub struct Config {
     /// their drift from the plan in MPI messages planned from the
     /// termination waves, every SOS stays on its host's board, and the
     /// shared storage carries no balancing (see [`crate::transfer`] and
-    /// [`crate::policy::LARGE_JOB`]). Needs `host_board` and more than one
+    /// [`LARGE_JOB`]). Needs `host_board` and more than one
     /// host.
     pub large_job: usize,
     /// Write the monitor logs `log/<host>.<rank>.log` (default true).
@@ -258,7 +264,7 @@ impl Default for Config {
             sites: Sites::Single,
             emulate_speed: Vec::new(),
             host_board: true,
-            large_job: crate::policy::LARGE_JOB,
+            large_job: LARGE_JOB,
             log: true,
             summary: false,
             storage_delay: 0.0,

@@ -117,6 +117,16 @@ pub mod code {
 }
 
 impl Error {
+    /// An internal error from a caught panic: `what` panicked, and why.
+    pub fn from_panic(what: &str, panic: &(dyn std::any::Any + Send)) -> Error {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Error::Internal(format!("{what}{why}"))
+    }
+
     /// The code the C and Fortran interfaces return for this error.
     pub fn code(&self) -> i32 {
         match self {

@@ -27,22 +27,10 @@ fn guard(f: impl FnOnce() -> Result<()>) -> c_int {
             return code::OK;
         }
         Ok(Err(e)) => (e.code(), e.to_string()),
-        Err(panic) => (
-            code::INTERNAL,
-            Error::Internal(panic_text(&*panic)).to_string(),
-        ),
+        Err(panic) => (code::INTERNAL, Error::from_panic("", &*panic).to_string()),
     };
     LAST_ERROR.with(|m| *m.borrow_mut() = message);
     code
-}
-
-/// The message of a caught panic.
-pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
 }
 
 fn handle<'a>(lb: *mut Handle) -> Result<&'a mut Balancer> {

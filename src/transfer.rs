@@ -40,6 +40,7 @@
 use crate::config::Mode;
 use crate::policy::Params;
 use crate::topology::Topology;
+pub use crate::verdict::Move;
 use crate::verdict::{Job, bit, hosts_end};
 
 /// Seconds of job time between two plans, at least: the figures of a wave
@@ -98,17 +99,6 @@ pub fn planned(job: &Job, topology: &Topology, params: &Params, last: f64) -> Op
         THRESHOLD,
         FRACTION,
     ))
-}
-
-/// Ids one host gives another.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Move {
-    /// The giving host ([`Topology::host_index`]).
-    pub from: usize,
-    /// The receiving host.
-    pub to: usize,
-    /// How many ids.
-    pub ids: u64,
 }
 
 /// The moves that bring the hosts nearer to a common end, from the per-host
@@ -212,6 +202,51 @@ pub fn sends(job: &Job, topology: &Topology, me: usize, excess: u64) -> Vec<(usi
         .collect()
 }
 
+/// A giving rank's host transfers between two plans: the plans are only as
+/// fresh as the waves, and a host that slows down as a whole shows in its
+/// ranks' speeds first. Until the next plan, a rank whose host gave at the
+/// last one sends what its own excess grew by since (by more than
+/// [`THRESHOLD`] of its work) to the same receivers, in
+/// the same parts, up to as much again as the plan sent.
+#[derive(Clone, Debug, Default)]
+pub struct Shedding {
+    /// The receivers and their parts.
+    to: Vec<(usize, f64)>,
+    /// The rank's excess right after the plan's sends.
+    from: f64,
+    /// Ids it may still shed before the next plan.
+    left: f64,
+}
+
+impl Shedding {
+    /// After a plan that sends `sends` from an excess of `excess`.
+    pub fn after(sends: &[(usize, u64)], excess: u64) -> Shedding {
+        let total: u64 = sends.iter().map(|s| s.1).sum();
+        Shedding {
+            to: (sends.iter())
+                .map(|&(to, n)| (to, n as f64 / total.max(1) as f64))
+                .collect(),
+            from: excess.saturating_sub(total) as f64,
+            left: total as f64,
+        }
+    }
+
+    /// The sends of a rank whose excess is now `excess` at speed `v`:
+    /// none unless it grew since the plan by more than the threshold's work.
+    pub fn grown(&mut self, excess: u64, v: f64) -> Vec<(usize, u64)> {
+        let grown = (excess as f64 - self.from).min(self.left);
+        if self.to.is_empty() || grown <= v * THRESHOLD {
+            return Vec::new();
+        }
+        self.left -= grown;
+        let sends = self
+            .to
+            .iter()
+            .map(|&(to, part)| (to, (grown * part).round() as u64));
+        sends.filter(|s| s.1 > 0).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,5 +341,21 @@ mod tests {
             .map(|r| sends(&job, &topology, r, 100)[0].0)
             .collect();
         assert_eq!(to, vec![5, 7, 6, 4]);
+    }
+
+    #[test]
+    fn a_giver_sheds_what_its_excess_grew_by_to_the_plans_receivers_up_to_the_plan() {
+        // The plan sent 100 ids, 3 parts to rank 7 and 1 to rank 9; the
+        // rank's excess was 150 before it. At 10 ids a second the threshold
+        // is 1 id of work.
+        let mut s = Shedding::after(&[(7, 75), (9, 25)], 150);
+        assert!(s.grown(50, 10.0).is_empty(), "no growth");
+        assert!(s.grown(51, 10.0).is_empty(), "within the threshold");
+        assert_eq!(s.grown(90, 10.0), vec![(7, 30), (9, 10)]);
+        // Never more than the plan sent, in all.
+        assert_eq!(s.grown(200, 10.0), vec![(7, 45), (9, 15)]);
+        assert!(s.grown(300, 10.0).is_empty());
+        // A rank that gave nothing sheds nothing.
+        assert!(Shedding::default().grown(1000, 10.0).is_empty());
     }
 }

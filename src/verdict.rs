@@ -144,7 +144,7 @@ pub struct Job {
     pub host_open: Arc<Vec<u64>>,
     /// The host transfers planned from this wave's figures
     /// ([`crate::transfer::planned`]; empty when none is due).
-    pub moves: Arc<Vec<crate::transfer::Move>>,
+    pub moves: Arc<Vec<Move>>,
 }
 
 /// Whether rank `r`'s bit is set in the bitmap `map`.
@@ -461,6 +461,17 @@ impl Audit {
         self.sum = self.sum.wrapping_add(other.sum);
         self.sum_sq = self.sum_sq.wrapping_add(other.sum_sq);
     }
+}
+
+/// Ids one host gives another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Move {
+    /// The giving host ([`Topology::host_index`]).
+    pub from: usize,
+    /// The receiving host.
+    pub to: usize,
+    /// How many ids.
+    pub ids: u64,
 }
 
 #[cfg(test)]

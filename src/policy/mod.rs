@@ -22,80 +22,27 @@
 //! a claim lost, or a claim found by a refresh, says a helper has it. So at
 //! every instant each id is the lease of one rank, or in one slot.
 
-use crate::config::{Config, Mode};
+use crate::config::Mode;
 use crate::cost::{Costs, STEADY_WINDOWS, slot};
 use crate::error::{Error, Result};
 use crate::ids::IdSet;
-use crate::plan::{HelpPolicy, Plan, WarmupReport, initial_block, rescale};
+use crate::plan::{Plan, WarmupReport, initial_block, rescale};
 use crate::protocol::{Claim, Entry, Level, Slot};
 use crate::speed::{Speed, forecast};
 use crate::topology::{IdleMap, Topology};
+use crate::transfer::Shedding;
 use crate::verdict::{Audit, Job, bit, hosts_end};
 use std::ops::Range;
 use std::sync::Arc;
 
 pub mod helper;
 mod owner;
+mod params;
 pub mod request;
 mod trade;
 
+pub use params::Params;
 pub use request::{Outcome, Reply, Request, Search, Taken};
-
-/// The numbers of the config the state machine uses.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Params {
-    /// Static, Warmup or Full.
-    pub mode: Mode,
-    /// Warm-up window `t_l`, seconds.
-    pub warmup: f64,
-    /// Speed window, seconds of computing.
-    pub speed_window: f64,
-    /// Seconds between checks.
-    pub check_interval: f64,
-    /// `δτ`, seconds.
-    pub late_threshold: f64,
-    /// Target seconds per chunk.
-    pub chunk_time: f64,
-    /// Share policy of helpers.
-    pub help_policy: HelpPolicy,
-    /// Seconds a far helper waits per unit of distance.
-    pub grace: f64,
-    /// Seconds between two looks at the open index while idle.
-    pub poll_interval: f64,
-    /// Seconds between two looks at the open index while idle, at most:
-    /// polls that find nothing back off up to this.
-    pub poll_max: f64,
-    /// There is a board per host: an SOS goes on the shared board only when
-    /// the owner's host as a whole will be late.
-    pub host_board: bool,
-    /// Ranks from which on a job is large ([`LARGE_JOB`]).
-    pub large_job: usize,
-}
-
-/// The default of the config's `large_job`: ranks from which on a job is
-/// large, and its hosts trade their drift through MPI ([`crate::transfer`])
-/// instead of SOS files on the shared storage (DESIGN §6: at scale the
-/// shared server's load matters more than a helper's latency).
-pub const LARGE_JOB: usize = 1000;
-
-impl From<&Config> for Params {
-    fn from(c: &Config) -> Self {
-        Params {
-            mode: c.mode,
-            warmup: c.warmup_seconds(),
-            speed_window: c.speed_window,
-            check_interval: c.check_interval,
-            late_threshold: c.late_threshold,
-            chunk_time: c.chunk_time,
-            help_policy: c.help_policy,
-            grace: c.grace,
-            poll_interval: c.poll_interval,
-            poll_max: c.poll_max,
-            host_board: c.host_board,
-            large_job: c.large_job,
-        }
-    }
-}
 
 /// What the rank does next.
 #[derive(Clone, Debug, PartialEq)]
@@ -418,7 +365,7 @@ pub struct Rank {
     sends: Vec<(usize, u64)>,
     outgoing: Vec<(usize, IdSet)>,
     /// Between two plans: what this rank sheds to the last plan's receivers.
-    shedding: trade::Shedding,
+    shedding: Shedding,
     /// Received a host transfer not yet offered on the host's board.
     offer: bool,
     /// The chunk being computed and when it was handed out.
@@ -476,7 +423,7 @@ impl Rank {
             trading: crate::transfer::on(&topology, &params),
             sends: Vec::new(),
             outgoing: Vec::new(),
-            shedding: trade::Shedding::default(),
+            shedding: Shedding::default(),
             offer: false,
             speed: Speed::new(params.speed_window)
                 .with_steady_window(STEADY_WINDOWS * params.speed_window),

@@ -10,51 +10,7 @@ use super::request::Request;
 use super::{Asking, Event, Rank, Step};
 use crate::ids::IdSet;
 use crate::protocol::Slot;
-
-/// A giving rank's host transfers between two plans: the plans are only as
-/// fresh as the waves, and a host that slows down as a whole shows in its
-/// ranks' speeds first. Until the next plan, a rank whose host gave at the
-/// last one sends what its own excess grew by since (by more than
-/// [`crate::transfer::THRESHOLD`] of its work) to the same receivers, in
-/// the same parts, up to as much again as the plan sent.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Shedding {
-    /// The receivers and their parts.
-    to: Vec<(usize, f64)>,
-    /// The rank's excess right after the plan's sends.
-    from: f64,
-    /// Ids it may still shed before the next plan.
-    left: f64,
-}
-
-impl Shedding {
-    /// After a plan that sends `sends` from an excess of `excess`.
-    pub(super) fn after(sends: &[(usize, u64)], excess: u64) -> Shedding {
-        let total: u64 = sends.iter().map(|s| s.1).sum();
-        Shedding {
-            to: (sends.iter())
-                .map(|&(to, n)| (to, n as f64 / total.max(1) as f64))
-                .collect(),
-            from: excess.saturating_sub(total) as f64,
-            left: total as f64,
-        }
-    }
-
-    /// The sends of a rank whose excess is now `excess` at speed `v`:
-    /// none unless it grew since the plan by more than the threshold's work.
-    pub(super) fn grown(&mut self, excess: u64, v: f64) -> Vec<(usize, u64)> {
-        let grown = (excess as f64 - self.from).min(self.left);
-        if self.to.is_empty() || grown <= v * crate::transfer::THRESHOLD {
-            return Vec::new();
-        }
-        self.left -= grown;
-        let sends = self
-            .to
-            .iter()
-            .map(|&(to, part)| (to, (grown * part).round() as u64));
-        sends.filter(|s| s.1 > 0).collect()
-    }
-}
+use crate::transfer::Shedding;
 
 impl Rank {
     /// Whether this job's hosts trade through MPI ([`crate::transfer::on`]).
@@ -167,26 +123,5 @@ impl Rank {
         self.idle_since = None;
         self.search_at = None;
         self.next_check = self.next_check.min(now);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Shedding;
-
-    #[test]
-    fn a_giver_sheds_what_its_excess_grew_by_to_the_plans_receivers_up_to_the_plan() {
-        // The plan sent 100 ids, 3 parts to rank 7 and 1 to rank 9; the
-        // rank's excess was 150 before it. At 10 ids a second the threshold
-        // is 1 id of work.
-        let mut s = Shedding::after(&[(7, 75), (9, 25)], 150);
-        assert!(s.grown(50, 10.0).is_empty(), "no growth");
-        assert!(s.grown(51, 10.0).is_empty(), "within the threshold");
-        assert_eq!(s.grown(90, 10.0), vec![(7, 30), (9, 10)]);
-        // Never more than the plan sent, in all.
-        assert_eq!(s.grown(200, 10.0), vec![(7, 45), (9, 15)]);
-        assert!(s.grown(300, 10.0).is_empty());
-        // A rank that gave nothing sheds nothing.
-        assert!(Shedding::default().grown(1000, 10.0).is_empty());
     }
 }
