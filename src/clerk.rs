@@ -426,49 +426,14 @@ impl Clerk {
         };
         let (mut found, ready) = candidates(&index, self.me, &self.topology, search, rules);
         let mut wake = (now + poll).min(ready);
-        self.empty.retain(|e| e.2 > now);
-        found.retain(|c| {
-            let known = self
-                .empty
-                .iter()
-                .find(|e| (e.0, e.1) == (c.entry.rank, c.entry.seq));
-            if let Some(e) = known {
-                wake = wake.min(e.2);
-            }
-            known.is_none()
-        });
+        self.skip_known_empty(&mut found, now, &mut wake);
         let site_end = early_site_end(search, &self.topology, rules);
         for (empty_reads, c) in found.into_iter().enumerate() {
             if self.over() || empty_reads >= EMPTY_READS {
                 break;
             }
             let post = self.read_post(&c, board, level);
-            let ask = Ask {
-                me: self.me,
-                now,
-                distance: c.distance,
-                policy: search.policy,
-                helper_speed: search.speed,
-                job_left: match site_end {
-                    Some(end) if c.distance == 1 => search.job_left.max(end - now),
-                    _ => search.job_left,
-                },
-                steal_cost: if on_shared {
-                    search.steal_cost[c.distance.min(2) as usize]
-                } else {
-                    search.host_steal
-                },
-                near_helpers: c.near_helpers,
-                busy_for: search.busy_for,
-                risk: search.risk,
-                least_one: !on_shared,
-                dear_steal: self.params.late_threshold,
-                claim_cost: if on_shared {
-                    search.steal_cost[0] / crate::cost::STEAL_OPS
-                } else {
-                    search.host_steal / crate::cost::STEAL_OPS
-                },
-            };
+            let ask = self.ask(search, &c, level, site_end);
             let taken = post.as_ref().and_then(|p| {
                 let ask = ask.priced(p, c.entry.rank, self.me, &self.topology);
                 self.take(&c, p, &ask, board)
@@ -494,6 +459,49 @@ impl Clerk {
         }
         self.idle_polls += u32::from(idle);
         Outcome::Helped { taken: None, wake }
+    }
+
+    /// Leave out of `found` the SOS found empty since their owners' last
+    /// refresh; `wake` at the soonest of those refreshes.
+    fn skip_known_empty(&mut self, found: &mut Vec<Candidate>, now: f64, wake: &mut f64) {
+        self.empty.retain(|e| e.2 > now);
+        found.retain(|c| {
+            let known = (self.empty.iter()).find(|e| (e.0, e.1) == (c.entry.rank, c.entry.seq));
+            if let Some(e) = known {
+                *wake = wake.min(e.2);
+            }
+            known.is_none()
+        });
+    }
+
+    /// What this helper asks of candidate `c` on `level`'s board;
+    /// `site_end`: an early look's end of the site's late ranks.
+    fn ask(&self, search: &Search, c: &Candidate, level: Level, site_end: Option<f64>) -> Ask {
+        let steal_cost = match level {
+            Level::Shared => search.steal_cost[c.distance.min(2) as usize],
+            Level::Host => search.host_steal,
+        };
+        Ask {
+            me: self.me,
+            now: search.now,
+            distance: c.distance,
+            policy: search.policy,
+            helper_speed: search.speed,
+            job_left: match site_end {
+                Some(end) if c.distance == 1 => search.job_left.max(end - search.now),
+                _ => search.job_left,
+            },
+            steal_cost,
+            near_helpers: c.near_helpers,
+            busy_for: search.busy_for,
+            risk: search.risk,
+            least_one: level == Level::Host,
+            dear_steal: self.params.late_threshold,
+            claim_cost: match level {
+                Level::Shared => search.steal_cost[0],
+                Level::Host => search.host_steal,
+            } / crate::cost::STEAL_OPS,
+        }
     }
 
     /// Read the SOS of a candidate: its open post, or `None` (closed,

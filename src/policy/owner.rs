@@ -41,9 +41,34 @@ impl Rank {
             return;
         }
         self.sends = self.shedding.grown(self.excess(now), v);
-        if !self.sends.is_empty() {
-            return;
+        if self.sends.is_empty() {
+            self.decide(now, v, remaining, tau);
         }
+    }
+
+    /// The end a rank is late against. On slow shared storage, or for a
+    /// rank that took a share, the job's forecast end (a horizon the job as
+    /// a whole will miss is no reason for dear steals, and a helper's share
+    /// was sized to the job's end); else the horizon, or the job's end if
+    /// sooner. On fast storage a rank that took a share is never late
+    /// before the end the share was sized to.
+    fn reference_end(&self, shared_slow: bool) -> f64 {
+        let took = self.free || self.share_end.is_finite();
+        let reference = if (shared_slow || took) && self.job_end.is_finite() {
+            self.job_end
+        } else {
+            self.horizon.min(self.job_end)
+        };
+        reference.max(if shared_slow {
+            f64::NEG_INFINITY
+        } else {
+            self.share_end
+        })
+    }
+
+    /// The SOS decisions of a check, at speed `v` with `remaining` ids
+    /// forecast to end at `tau`.
+    fn decide(&mut self, now: f64, v: f64, remaining: u64, tau: f64) {
         let costs = self.costs();
         let post_level = self.post_level();
         let level = if self.sos.is_some() {
@@ -60,23 +85,7 @@ impl Rank {
             let end = if costs.slow(level) { steady } else { tau };
             end - reference >= costs.post_threshold(level)
         };
-        // The reference end: on slow shared storage, or for a rank that took
-        // a share, the job's forecast end (a horizon the job as a whole will
-        // miss is no reason for dear steals, and a helper's share was sized
-        // to the job's end); else the horizon, or the job's end if sooner.
-        // On fast storage a rank that took a share is never late before the
-        // end the share was sized to.
-        let took = self.free || self.share_end.is_finite();
-        let reference = if (shared_slow || took) && self.job_end.is_finite() {
-            self.job_end
-        } else {
-            self.horizon.min(self.job_end)
-        }
-        .max(if shared_slow {
-            f64::NEG_INFINITY
-        } else {
-            self.share_end
-        });
+        let reference = self.reference_end(shared_slow);
         // An open SOS stays open until the rank is no longer late by the
         // paper's δτ: keeping it open costs the owner nothing.
         // A host transfer received goes on the host's board as soon as the
@@ -118,6 +127,23 @@ impl Rank {
             return;
         }
         self.last_look = now;
+        self.act(now, v, tau, remaining, late, (hasten, moves, give_back));
+    }
+
+    /// What a check does: post, withdraw (`hasten`: to the shared board at
+    /// once; `moves`: to the other board), post again (`give_back`: part of
+    /// the lease back into slots; or slots to cut anew), claim back or
+    /// refresh an open SOS, or look for help ahead.
+    fn act(
+        &mut self,
+        now: f64,
+        v: f64,
+        tau: f64,
+        remaining: u64,
+        late: bool,
+        how: (bool, bool, bool),
+    ) {
+        let (hasten, moves, give_back) = how;
         match (late, self.sos.is_some()) {
             (true, false) => self.post(now, v, tau),
             (true, true) if hasten => self.withdraw(tau, true),

@@ -1,0 +1,198 @@
+//! The clerk's replies: what a post, a refresh, a claim, a withdrawal or a
+//! search came to, applied to the rank's ledger and reports.
+
+use super::request::{Outcome, Reply, Taken};
+use super::step::{Aid, Event};
+use super::{Asking, Rank};
+use crate::error::{Error, Result};
+use crate::ids::IdSet;
+use crate::protocol::{Claim, Entry, Level, Slot};
+
+impl Rank {
+    /// The clerk's reply to the request out. An error is one the rank
+    /// cannot recover from (a claim of its own slot that neither won nor
+    /// lost): the rank fails.
+    pub fn reply(&mut self, reply: Reply) -> Result<()> {
+        let Some(asking) = self.asking.take() else {
+            return Err(Error::Internal("a reply without a request".into()));
+        };
+        if let Some(seconds) = reply.seconds {
+            self.observe(seconds, reply.ops, reply.looks);
+        }
+        for error in reply.errors {
+            self.report.errors += 1;
+            self.events.push(Event::Recovered { error });
+        }
+        match (asking, reply.outcome) {
+            (_, Outcome::Failed(e)) => return Err(e),
+            (Asking::Post { entry, new, opens }, Outcome::Posted { .. }) => {
+                self.posted(entry, new, opens)
+            }
+            (Asking::Post { opens, .. }, Outcome::NotPosted) => {
+                // Nobody saw the slots: they are claimed back as the rank
+                // goes, as a withdrawn SOS's are.
+                self.post_failures += 1;
+                if opens {
+                    self.sos = None;
+                }
+            }
+            (Asking::Refresh { level }, Outcome::Refreshed { won, taken }) => {
+                let front = won.len();
+                let ids = self.claimed(level, won, taken);
+                self.lease.extend(&ids);
+                self.quiet = if front == 0 && ids.is_empty() {
+                    self.quiet + 1
+                } else {
+                    0
+                };
+            }
+            (Asking::Claim { level }, Outcome::Claimed { won, lost }) => {
+                let ids = self.claimed(level, won, lost);
+                self.lease.extend(&ids);
+            }
+            (Asking::Give { level, sends }, Outcome::Claimed { won, lost }) => {
+                let ids = self.claimed(level, won, lost);
+                self.ready(sends, ids);
+            }
+            (Asking::Withdraw { forecast, moving }, Outcome::Withdrawn) => {
+                self.withdrawn(forecast, moving)
+            }
+            (Asking::Help { early }, Outcome::Helped { taken, wake }) => match taken {
+                Some(taken) => self.helped(taken, reply.ops),
+                // (An early look that found nothing does not hold back the
+                // searches of a rank that runs out of work.)
+                None if early => {}
+                None => self.search_at = Some(wake),
+            },
+            (asking, outcome) => {
+                return Err(Error::Internal(format!(
+                    "the reply {outcome:?} does not answer {asking:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The SOS `entry` is posted; `new`: the ids cut into new slots;
+    /// `opens`: it was closed.
+    fn posted(&mut self, entry: Entry, new: IdSet, opens: bool) {
+        self.post_failures = 0;
+        let mut tail = new;
+        for (_, s) in self.pending.iter().filter(|p| p.0 == self.level) {
+            tail.insert(s.ids());
+        }
+        self.events.push(Event::SosPosted {
+            seq: entry.seq,
+            tail,
+            forecast: entry.forecast,
+        });
+        if opens {
+            self.report.sos_posted += 1;
+            self.quiet = 0;
+        }
+        self.sos = Some(entry);
+    }
+
+    /// The own SOS left the index; `moving`: to the other board, posted
+    /// there at the next check, which comes at once.
+    fn withdrawn(&mut self, forecast: f64, moving: bool) {
+        let seq = self.sos.take().map_or(self.last_seq, |e| e.seq);
+        self.helped.clear();
+        let mut kept = IdSet::new();
+        for (_, s) in &self.pending {
+            kept.insert(s.ids());
+        }
+        if kept.is_empty() {
+            self.events.push(Event::SosClosed { seq });
+        } else {
+            self.events.push(Event::SosWithdrawn {
+                seq,
+                reclaimed: kept,
+                forecast,
+            });
+        }
+        if moving {
+            self.next_check = f64::NEG_INFINITY;
+        }
+    }
+
+    /// A search took `taken` in `ops` storage operations (shared board,
+    /// host's board).
+    fn helped(&mut self, taken: Taken, ops: [u64; 2]) {
+        let Taken {
+            owner,
+            level,
+            slots,
+            ends,
+        } = taken;
+        match level {
+            Level::Shared => {
+                self.report.steals.0 += 1;
+                self.report.steals.1 += ops[crate::cost::slot(level)];
+            }
+            Level::Host => self.report.host_steals += 1,
+        }
+        self.took(owner, level, slots);
+        self.idle_since = None;
+        self.share_end = ends;
+    }
+
+    /// The ids of the own slots `won` on `level`'s board; `lost`: claimed
+    /// by others.
+    fn claimed(&mut self, level: Level, won: Vec<Slot>, lost: Vec<(Slot, Option<Claim>)>) -> IdSet {
+        let mut ids = IdSet::new();
+        for s in won {
+            self.drop_pending(&s);
+            ids.insert(s.ids());
+            self.won.push((level, self.me, s));
+        }
+        for (s, claim) in lost {
+            self.lost(&s, claim);
+        }
+        ids
+    }
+
+    /// Forget the pending slot `s`.
+    fn drop_pending(&mut self, s: &Slot) {
+        self.pending.retain(|(_, p)| p != s);
+    }
+
+    /// Another rank claimed the slot `s` of this rank (`claim`, if read).
+    fn lost(&mut self, s: &Slot, claim: Option<Claim>) {
+        if !self.pending.iter().any(|(_, p)| p == s) {
+            return;
+        }
+        self.drop_pending(s);
+        self.report.given += s.len();
+        let aid = match &claim {
+            Some(c) => Aid::from(c),
+            None => Aid {
+                helper: None,
+                ids: IdSet::from_range(s.ids()),
+                at: f64::NAN,
+                speed: f64::NAN,
+            },
+        };
+        if let Some(c) = claim {
+            self.helped.push(c);
+        }
+        self.events.push(Event::AidReceived { seq: s.seq, aid });
+    }
+
+    /// The clerk claimed `slots` of `owner`'s SOS on `level`'s board for
+    /// this rank.
+    fn took(&mut self, owner: usize, level: Level, slots: Vec<Slot>) {
+        let mut ids = IdSet::new();
+        for s in &slots {
+            ids.insert(s.ids());
+        }
+        self.report.taken += ids.len();
+        let d = self.topology.distance(self.me, owner).min(2);
+        self.report.given_to[d as usize] += ids.len();
+        self.lease.extend(&ids);
+        let seq = slots.first().map_or(0, |s| s.seq);
+        self.won
+            .extend(slots.into_iter().map(|s| (level, owner, s)));
+        self.events.push(Event::AidGiven { owner, seq, ids });
+    }
+}
