@@ -49,10 +49,11 @@ pub enum Error {
         /// What was found and what to do.
         reason: String,
     },
-    /// File locks do not work on the signal directory (NFS `nolock`, ...).
-    #[error("{path}: file locks do not reach across processes or hosts: {reason}")]
+    /// A lock that must be this run's is held: another run of the same
+    /// `job_name` holds its journal.
+    #[error("{path}: {reason}")]
     Locking {
-        /// The file whose lock was probed.
+        /// The locked file.
         path: PathBuf,
         /// What failed and what to change.
         reason: String,
