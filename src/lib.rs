@@ -57,6 +57,32 @@
 //! Fortran and C programs use the module `fortran/soslb.f90` and the header
 //! `fortran/soslb.h` over the static library ([`ffi`]).
 //!
+//! ## Where things are
+//!
+//! - Pure values and decisions: [`ids`], [`plan`] (initial blocks,
+//!   Algorithm 1, help shares), [`speed`] (estimator, forecast),
+//!   [`protocol`] (slots, SOS, claims, the index), [`cost`] (the cost model
+//!   the thresholds follow from), [`topology`] (hosts, sites, distance),
+//!   [`verdict`] (the waves' words, the verdict, the audit), [`transfer`]
+//!   (host transfers), [`deadline`], [`progress`], [`stats`] (exact sums),
+//!   [`seed`].
+//! - The state machine: [`policy`] (the owner's checks, the helper's
+//!   choices, host transfers, the clerk's requests).
+//! - The shells: [`board`] (the trait, the file board, the body format, the
+//!   watcher, the node-local directory; an in-memory board for tests),
+//!   [`clerk`] (carries requests out on the board, in a thread of its own),
+//!   [`Balancer`] with the private `comm` (MPI) and `phases` (init's time by
+//!   phase), [`monitor`] (logs), [`resume`] (the completion journal),
+//!   [`batch`] (the batch system's walltime), [`config`], [`error`].
+//! - On top: [`ffi`] with `fortran/soslb.h` and `fortran/soslb.f90`;
+//!   [`report`] and `src/bin/soslb/` (the `soslb` command).
+//! - Emulation: `scenario` (emulated speeds and costs) and `sim` (the
+//!   simulator), run by `examples/emulate.rs` and `examples/simulate.rs`.
+//! - Outside `src/`: `scripts/` (set-up, install, tests, benchmarks, the
+//!   paper's figures, a cluster and a Slurm on one machine; the record of the
+//!   figures in `scripts/BENCHMARKS.md`), `examples/` (`slab.f90`, the
+//!   emulator, the simulator, `next_bench.rs`, scenarios), `tests/`.
+//!
 //! ## Without MPI: the simulator
 //!
 //! ```

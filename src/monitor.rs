@@ -32,6 +32,13 @@
 //! `a..b,c..d` (half-open ranges) or `-` when empty. A line is written whole
 //! or, if the job is killed mid-write, cut at its end: readers skip a last
 //! line without its newline.
+//!
+//! An `aid-received` line says `helper=?` when the owner did not read that
+//! claim's body (it reads one of its helpers' claims per refresh): the
+//! helper's own `aid-given` line names it. In jobs of more than 1,000 ranks
+//! the ranks' first writes are spread over their interval, so that the
+//! shared storage sees no burst of creations at the start; a job killed
+//! without warning loses at most that interval of progress lines.
 
 use crate::error::{Error, Result};
 use crate::policy::Event;

@@ -1,5 +1,15 @@
 //! Where `init`'s time goes: the seconds of each named phase, for the
 //! monitor log's `init-time` line and the summary's `init_s` (issue 47).
+//!
+//! The phases, in order: `dup` (the communicator's duplicate), `config`
+//! (the settings' agreement and the total and settings check), `topology`
+//! (host names, measured sites), `run_dir` (rank 0 makes the run directory
+//! on the shared directory), `node_dir` (the node-local directory's lock,
+//! the sweep), `board` (every rank opens the board and its monitor log),
+//! `host_board` (the host's board), `discovery_journal` (the poller or
+//! watcher, the completion journal, the batch system's walltime), `barrier`
+//! (the common start: the ranks' skew), `clerk` (the clerk's thread). Their
+//! figures on a cluster of one machine are in `scripts/BENCHMARKS.md`.
 
 use std::time::Instant;
 

@@ -3,6 +3,16 @@
 //!
 //! Everything here is a deterministic function of its arguments: every rank
 //! computes the same plan from the same gathered vector.
+//!
+//! Algorithm 1 (DESIGN §4): the ids start in the equal blocks of
+//! [`initial_block`]. After the warm-up one collective gathers each rank's
+//! [`WarmupReport`], and [`rescale`] cuts the unfinished ids in proportion
+//! to the measured speeds, rounded by [`largest_remainder`]: every rank gets
+//! one common finishing time, the *horizon*. The collective does not block:
+//! a rank keeps a warm-up's worth of its block (its *reserve*) and computes
+//! it while the slower ranks reach the exchange, and the plan counts what
+//! each rank has left of its reserve. A helper's share of an open SOS is
+//! [`share`], sized by the [`HelpPolicy`].
 
 use crate::ids::IdSet;
 use serde::{Deserialize, Serialize};

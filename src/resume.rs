@@ -8,10 +8,8 @@
 //! ([`crate::stats`]), so a job cut by a kill plus its resumed run give the
 //! same bits as one uninterrupted run.
 //!
-//! Not to be confused with the helpers' journals of a run directory
-//! (`<job_id>.<n>/journal/`), which record ids taken from SOS files. The
-//! completion journal lives outside the run directories, since a resumed run
-//! is a new `init`:
+//! The completion journal lives outside the run directories, since a
+//! resumed run is a new `init`:
 //!
 //! ```text
 //! <signal_dir>/<job_name>/completion.ron    the runs of the job (total, ranks, start);

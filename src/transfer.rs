@@ -29,6 +29,12 @@
 //! therefore send what their own excess grew by to the plan's receivers
 //! (`Shedding` in [`crate::policy`]): 0.87 → 0.91 there.
 //!
+//! A transfer is an `MPI_Issend` of the ids' ranges to a rank of the
+//! receiving host. The ids belong to the message meanwhile: no wave ends the
+//! job while ids travel, and `finalize` receives what is still on its way
+//! after a stop or a failure. Transfers are logged (`transfer-sent`,
+//! `transfer-received`, [`crate::monitor`]) and counted as help.
+//!
 //! ```
 //! use soslb::transfer::{plan, Move};
 //! // Two hosts of equal speed: host 0 owns 300 ids, host 1 owns 100; the

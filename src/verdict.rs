@@ -13,6 +13,17 @@
 //! completed count reaches `Z`. If it never can (ids lost to a bug or a
 //! destroyed file), two waves in a row in which no rank owns work and the
 //! count did not move end the job with [`Verdict::Lost`] instead of a hang.
+//!
+//! Idle ranks test the wave in flight every 0.5 to 2 ms, sleeping in
+//! between; busy ranks join at their checks. The
+//! warm-up exchange carries the same flags, so a rank that leaves during
+//! the warm-up ends the job too. At finalize a rank whose SOS is still open
+//! looks at it once more (helpers may have drained it after its last look),
+//! so that the summary's *given* counts every claim; then the ranks check
+//! that they added the same number of observables per realisation, and
+//! [`Audit`] the ids: the count and two power sums of the ids computed on
+//! all ranks must be those of `0..total`. A difference is an audit error on
+//! every rank, with the per-rank counts.
 
 use crate::topology::{IdleMap, Topology};
 use std::sync::Arc;

@@ -23,6 +23,32 @@
 //!   moved aside to `<name>.damaged.<rank>.<n>` and reported.
 //! - Nothing is locked or `stat`ed; a listing of an owner's claims is a
 //!   hint, never the answer that a slot is taken.
+//!
+//! # A run's files and their end
+//!
+//! `<job_id>.<n>`: `n` counts the inits of the process; a run directory
+//! that exists already (a requeued batch job, a reused `job_id`) is never
+//! read, the next free `<job_id>.<n>.<k>` is used. `job.ron` holds
+//! [`JobInfo`] (total, ranks, start, config digest); an SOS the owner's
+//! figures and slots; a claim the owner, the slot, the claimant, the time
+//! and its speed ([`crate::protocol`]).
+//!
+//! - Each file has one writer. The index has many: each owner lists itself,
+//!   reads the index back and lists itself again if a concurrent writer
+//!   undid it ([`crate::clerk`]).
+//! - Damage is reported with the path and got round: garbage or an empty
+//!   body in an SOS file or `open.ron`, a stale copy renamed over one, a
+//!   directory in its place (the owner writes it anew at its next refresh).
+//!   A claim file deleted by hand and made again by another rank computes
+//!   its ids twice: `finalize`'s audit fails on every rank, and the rank
+//!   whose claim it was names the file. A claim directory that cannot be
+//!   written (`chattr +i`) ends with every id once, or with an error on
+//!   every rank naming it.
+//! - At a clean finalize (no error, no `keep`) each rank removes its SOS
+//!   file and the claims it won ([`remove_own`]), and rank 0 the rest, so
+//!   that no rank makes thousands of removals at the end of a large job:
+//!   only `log/` stays (nothing with `log: false`). After a failure the
+//!   whole run directory stays, for a post-mortem.
 
 use super::format::{self, Decoded};
 use super::{Board, Claimed, Probe};

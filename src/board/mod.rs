@@ -24,6 +24,39 @@
 //! a read of the index (or of the host's copy of it, node-local and not
 //! counted), a read of the SOS and a claim (a listing of the owner's claims
 //! after a lost one).
+//!
+//! # The boards of a run
+//!
+//! Every run has the shared board, `<signal_dir>/<job_id>.<n>`
+//! ([`file`](mod@file)), and, with `host_board` (the default in mode `Full`), one
+//! board per host in its node-local directory ([`node`]),
+//! `<tmp>/soslb-<user id>-<hash>/board-<host>/`: the same protocol and
+//! formats, made by the host's lowest rank at init and removed by it at
+//! finalize, after a failure too (unless `keep: true`). A late rank posts
+//! its SOS on its host's board, where its host's ranks help it without
+//! touching the shared storage; it moves the SOS to the shared board only
+//! when its host as a whole will be late (the termination waves sum each
+//! host's ids left and speed), by claiming back its slots on the host's
+//! board and posting them on the shared one. A rank looking for work
+//! searches its host's board first, then the shared one. In a large job
+//! (`large_job` ranks, on more than one host) every SOS stays on its host's
+//! board and the hosts trade by MPI instead ([`crate::transfer`]).
+//!
+//! On one machine every SOS stays on the host's board; tests that damage
+//! files on the shared directory, and the FUSE tests, set `host_board:
+//! false`.
+//!
+//! # No locks
+//!
+//! Since the claims (issue 45) no `flock` is taken on signal files, and
+//! directories whose locks do not reach across hosts (Lustre without
+//! `-o flock`, BeeGFS without global locks, NFS `nolock` or
+//! `local_lock=all`) work. Gone with the locks: the init probe that refused
+//! such directories, files rewritten in place and padded to 4 KiB, write
+//! numbers and inode checks, the helpers' `journal/` files and the recovery
+//! from them. `fs2` locks remain only where one host takes them: a host's
+//! `ranks.lock` ([`node`]) and the completion journal of a `job_name`
+//! ([`crate::resume`]).
 
 use crate::error::Result;
 use crate::protocol::{Claim, Index, Slot, Sos};

@@ -14,6 +14,18 @@
 //! directory without a lock file (a run with `keep: true` leaves its host's
 //! board so, for a post-mortem) is never swept, nor is anything on a shared
 //! temporary directory, where a lock may not be seen from another host.
+//!
+//! # The host's copy of the open index
+//!
+//! Beside the host's board (`board-<host>/`, see [`crate::board`]) the
+//! directory holds `<host>.ron`, a copy of the shared `open.ron`. The
+//! directory is `<tmp>/soslb-<user id>-<hash of the run directory's absolute
+//! path>` in `$TMPDIR`, else `/tmp`, readable by its user only; one that is
+//! not a directory of the user is never used. The first idle rank of a host
+//! to poll reads the shared index and leaves the copy; the host's other idle
+//! ranks read the copy while it is less than half their poll old, so that
+//! the file server sees about two reads of the index per host and poll, not
+//! one per rank. A rank a watcher woke reads the shared index.
 
 use super::fs::is_shared_fs;
 use fs2::FileExt;
