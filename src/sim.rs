@@ -123,26 +123,6 @@ fn kind(request: &Request) -> usize {
     }
 }
 
-/// Carry `request` of rank `i` out on the shared `board` and its host's
-/// board, timed when `delay` (seconds per shared operation) is: the reply,
-/// the shared-storage operations it made, and the seconds they took (the
-/// farther SOS files' extra time included; host boards are node-local and
-/// take no time).
-fn serve_timed(
-    clerk: &mut Clerk,
-    request: Request,
-    (board, host): (&mut MemoryBoard, Option<&mut MemoryBoard>),
-    i: usize,
-    delay: Option<f64>,
-) -> (Reply, u64, f64) {
-    let ops = board.ops();
-    board.set_clock(i);
-    let reply = clerk.serve_on(request, board, host.map(|b| b as _));
-    let touched = board.ops() - ops;
-    let seconds = touched as f64 * delay.unwrap_or(0.0) + board.extra();
-    (reply, touched, seconds)
-}
-
 impl Outcome {
     /// Shared-storage operations in each second of the run, of all kinds.
     pub fn storage_ops_per_second(&self) -> impl Iterator<Item = u64> + '_ {
@@ -192,8 +172,28 @@ impl Ord for Time {
 
 /// Run `scenario` on `scenario.ranks` simulated ranks.
 pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<Outcome> {
+    let mut sim = Sim::new(scenario, params, opts);
+    let mut handled = 0u64;
+    while let Some((now, i)) = sim.queue.pop() {
+        handled += 1;
+        if handled > opts.max_events {
+            return Err(Error::Internal(format!(
+                "the simulation did not end within {} events",
+                opts.max_events
+            )));
+        }
+        if sim.call(i, now)? {
+            break;
+        }
+    }
+    sim.outcome()
+}
+
+/// The ranks' topology as the library sees it (the scenario's layout,
+/// unless the options give hosts and sites), the shared board (slowed by
+/// distance as the emulator's layout says), and the distance delay.
+fn layout(scenario: &Scenario, opts: &Options) -> (Topology, MemoryBoard, f64) {
     let p = scenario.ranks;
-    // The scenario's layout, unless the options give hosts and sites.
     let grid = scenario.layout.as_ref();
     let per_host = match opts.ranks_per_host {
         0 => grid.map_or(0, |g| g.ranks_per_host),
@@ -226,246 +226,428 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
         );
         board = board.with_distance_delay(laid, distance_delay);
     }
-    // The hosts' own boards (node-local: their operations cost the shared
-    // storage nothing and take no time).
-    let mut host_boards: Vec<MemoryBoard> = if params.host_board {
-        (0..topology.hosts()).map(|_| MemoryBoard::new()).collect()
-    } else {
-        Vec::new()
-    };
-    let mut ranks: Vec<Rank> = (0..p)
-        .map(|i| {
-            let mut rank = Rank::new(i, scenario.realisations, params.clone(), topology.clone());
-            if opts.storage_delay > 0.0 && params.mode == crate::config::Mode::Full {
-                // As the shell learns before the plan: a read of `job.ron`,
-                // timed in the background.
-                rank.observe_storage(opts.storage_delay);
-            }
-            rank
-        })
-        .collect();
-    let mut clerks: Vec<Clerk> = ranks.iter().map(Clerk::new).collect();
-    // Each rank's reply on its way, and when it arrives.
-    let mut replies: Vec<Option<(f64, Reply)>> = (0..p).map(|_| None).collect();
-    let mut state = vec![State::Ready(0.0); p];
-    let mut reports: Vec<Option<WarmupReport>> = vec![None; p];
-    let mut exchanging = 0;
-    let mut counts = vec![0u32; scenario.realisations as usize];
-    let mut events = vec![Vec::new(); p];
-    let mut finish = vec![0.0f64; p];
-    let mut rng = opts.seed;
-    let mut corrupt = opts.corrupt;
-    // The ranks' next calls, earliest first; ties broken at random (the
-    // interleaving). A rank has one entry per state change: `calls[i]`
-    // tells the current one.
-    let mut queue = BinaryHeap::new();
-    let mut calls = vec![0u64; p];
-    for i in 0..p {
-        rng = splitmix64(rng);
-        queue.push(Reverse((Time(0.0), rng, i, 0)));
+    (topology, board, distance_delay)
+}
+
+/// The ranks' next calls, earliest first; ties broken at random (the
+/// interleaving). A rank has one entry per state change: `calls[i]` tells
+/// the current one.
+struct Queue {
+    heap: BinaryHeap<Reverse<(Time, u64, usize, u64)>>,
+    calls: Vec<u64>,
+    /// The random state of the interleavings and the jitter.
+    rng: u64,
+}
+
+impl Queue {
+    /// Every one of `p` ranks called at 0.
+    fn new(p: usize, seed: u64) -> Queue {
+        let mut queue = Queue {
+            heap: BinaryHeap::new(),
+            calls: vec![0; p],
+            rng: seed,
+        };
+        for i in 0..p {
+            let tie = queue.random();
+            queue.heap.push(Reverse((Time(0.0), tie, i, 0)));
+        }
+        queue
     }
-    // Realisations whose completion the ranks have reported (at their next
-    // call after the chunk), as the termination waves add them up.
-    let mut completed = 0u64;
-    // Termination waves complete about once per check interval; each tells
-    // every rank the job's completed count and summed speed, as the ranks
-    // joined it: busy ranks join at their checks, so a wave brings the state
-    // of up to an interval before, half an interval on average (the job's
-    // forecast end comes out that much later than the truth).
-    let mut next_wave = params.check_interval;
-    let mut next_join = 0.5 * params.check_interval;
-    let mut joined: Option<Job> = None;
-    let mut handled = 0u64;
-    let mut storage_ops: Vec<[u64; KINDS.len()]> = Vec::new();
-    let mut storage_seconds = vec![0.0; p];
-    // Host transfers on their way to each rank: (arrival, sender, ids);
-    // when an idle rank next looks, if it is idle.
-    let mut inbox: Vec<Vec<(f64, usize, IdSet)>> = vec![Vec::new(); p];
-    let mut idle_until: Vec<Option<f64>> = vec![None; p];
-    let mut transfers = (0u64, 0u64);
-    // The waves joined after the warm-up exchange carry host transfers
-    // ([`crate::transfer::planned`]; the time of the last plan's wave).
-    let (mut waves_start, mut after_plan) = (false, false);
-    let mut planned = f64::NEG_INFINITY;
-    // When each rank's monitor log was last written (as the shell's
-    // [`crate::monitor::Monitor::flush_lazily`]: at an event, at most every
-    // `log_every` seconds).
-    let log_every = crate::monitor::flush_every(p);
-    let mut logged_at: Vec<f64> = (0..p)
-        .map(|r| crate::monitor::first_write(r, p) - log_every)
-        .collect();
-    let log_kind = KINDS.len() - 1;
-    let count_ops = |ops: &mut Vec<[u64; KINDS.len()]>, now: f64, kind: usize, n: u64| {
-        let second = now as usize;
-        if ops.len() <= second {
-            ops.resize(second + 1, [0; KINDS.len()]);
+
+    fn random(&mut self) -> u64 {
+        self.rng = splitmix64(self.rng);
+        self.rng
+    }
+
+    /// Rank `i`'s next call at `t`, superseding the one queued.
+    fn schedule(&mut self, i: usize, t: f64) {
+        self.calls[i] += 1;
+        let tie = self.random();
+        self.heap.push(Reverse((Time(t), tie, i, self.calls[i])));
+    }
+
+    /// The earliest call not superseded: its time and rank.
+    fn pop(&mut self) -> Option<(f64, usize)> {
+        while let Some(Reverse((Time(now), _, i, call))) = self.heap.pop() {
+            if call == self.calls[i] {
+                return Some((now, i));
+            }
         }
-        ops[second][kind] += n;
-    };
-    // Whether each rank's monitor log has been created (at its first write).
-    let mut log_created = vec![false; p];
-    // Requests are timed when operations cost time.
-    let timed = (opts.storage_delay > 0.0 || distance_delay > 0.0).then_some(opts.storage_delay);
-    while let Some(Reverse((Time(now), _, i, call))) = queue.pop() {
-        if call != calls[i] {
-            continue; // superseded
+        None
+    }
+}
+
+/// The termination waves. They complete about once per check interval;
+/// each tells every rank the job's completed count and summed speed, as the
+/// ranks joined it: busy ranks join at their checks, so a wave brings the
+/// state of up to an interval before, half an interval on average (the
+/// job's forecast end comes out that much later than the truth).
+struct Waves {
+    /// Realisations whose completion the ranks have reported (at their next
+    /// call after the chunk), as the waves add them up.
+    completed: u64,
+    next_wave: f64,
+    next_join: f64,
+    joined: Option<Job>,
+    /// The waves joined after the warm-up exchange carry host transfers
+    /// ([`crate::transfer::planned`]; the time of the last plan's wave).
+    waves_start: bool,
+    after_plan: bool,
+    planned: f64,
+}
+
+impl Waves {
+    fn new(check_interval: f64) -> Waves {
+        Waves {
+            completed: 0,
+            next_wave: check_interval,
+            next_join: 0.5 * check_interval,
+            joined: None,
+            waves_start: false,
+            after_plan: false,
+            planned: f64::NEG_INFINITY,
         }
-        handled += 1;
-        if handled > opts.max_events {
-            return Err(Error::Internal(format!(
-                "the simulation did not end within {} events",
-                opts.max_events
-            )));
-        }
-        if now >= next_wave
-            && let Some(mut job) = joined.take()
+    }
+
+    /// At `now`: the wave joined completes on every rank when due, and the
+    /// next one is joined.
+    fn advance(&mut self, now: f64, ranks: &mut [Rank], topology: &Topology, params: &Params) {
+        if now >= self.next_wave
+            && let Some(mut job) = self.joined.take()
         {
             // (The shell's waves start after the warm-up exchange: the
             // waves joined before it carry no moves.)
-            if let Some(moves) =
-                crate::transfer::planned(&job, &topology, params, planned).filter(|_| after_plan)
+            if let Some(moves) = crate::transfer::planned(&job, topology, params, self.planned)
+                .filter(|_| self.after_plan)
             {
-                planned = job.at;
+                self.planned = job.at;
                 job.moves = Arc::new(moves);
             }
-            for rank in &mut ranks {
+            for rank in ranks.iter_mut() {
                 rank.observe_job(job.clone());
             }
-            next_wave = now + params.check_interval;
+            self.next_wave = now + params.check_interval;
         }
-        if now >= next_join && joined.is_none() {
-            // Each host's ids left and speed, and the SOS open on its board.
-            let mut hosts = vec![(0, 0.0); topology.hosts()];
-            let mut host_open = vec![0; topology.hosts()];
-            let mut excess = vec![0; topology.hosts()];
-            let mut free_ranks = vec![0u64; p.div_ceil(64)];
-            let mut fast_ranks = vec![0u64; p.div_ceil(64)];
-            let mut sos_ranks = vec![0u64; p.div_ceil(64)];
-            for (r, rank) in ranks.iter().enumerate() {
-                let h = topology.host_index(r);
-                hosts[h].0 += rank.remaining();
-                hosts[h].1 += rank.speed();
-                host_open[h] += rank.sos_on_host() as u64;
-                excess[h] += rank.excess(now);
-                free_ranks[r / 64] |= u64::from(rank.is_free()) << (r % 64);
-                fast_ranks[r / 64] |= u64::from(rank.fast()) << (r % 64);
-                sos_ranks[r / 64] |= u64::from(rank.sos_open()) << (r % 64);
-            }
-            joined = Some(Job {
-                completed,
-                speed: ranks.iter().map(Rank::speed).sum(),
-                at: now,
-                idle: Arc::new(topology.idle_map(
-                    ranks.iter().filter(|r| !r.owns_work()).count(),
-                    (0..p).filter(|&r| ranks[r].is_free()),
-                )),
-                open: ranks.iter().filter(|r| r.sos_open()).count() as u64,
-                free_speed: (ranks.iter())
-                    .filter(|r| r.is_free())
-                    .map(Rank::speed)
-                    .sum(),
-                host_open: Arc::new(host_open),
-                hosts: Arc::new(hosts),
-                excess: Arc::new(excess),
-                free_ranks: Arc::new(free_ranks),
-                sos_ranks: Arc::new(sos_ranks),
-                fast_ranks: Arc::new(fast_ranks),
-                moves: Arc::default(),
-            });
-            after_plan = waves_start;
-            next_join = next_wave + 0.5 * params.check_interval;
+        if now >= self.next_join && self.joined.is_none() {
+            self.joined = Some(job_view(ranks, topology, self.completed, now));
+            self.after_plan = self.waves_start;
+            self.next_join = self.next_wave + 0.5 * params.check_interval;
         }
-        if let Some((at, rank)) = corrupt
+    }
+}
+
+/// What a wave joined at `now` tells of the job: the `completed` count, the
+/// ranks' speeds and states, each host's ids left and speed, and the SOS
+/// open on its board.
+fn job_view(ranks: &[Rank], topology: &Topology, completed: u64, now: f64) -> Job {
+    let p = ranks.len();
+    let mut hosts = vec![(0, 0.0); topology.hosts()];
+    let mut host_open = vec![0; topology.hosts()];
+    let mut excess = vec![0; topology.hosts()];
+    let mut free_ranks = vec![0u64; p.div_ceil(64)];
+    let mut fast_ranks = vec![0u64; p.div_ceil(64)];
+    let mut sos_ranks = vec![0u64; p.div_ceil(64)];
+    for (r, rank) in ranks.iter().enumerate() {
+        let h = topology.host_index(r);
+        hosts[h].0 += rank.remaining();
+        hosts[h].1 += rank.speed();
+        host_open[h] += rank.sos_on_host() as u64;
+        excess[h] += rank.excess(now);
+        free_ranks[r / 64] |= u64::from(rank.is_free()) << (r % 64);
+        fast_ranks[r / 64] |= u64::from(rank.fast()) << (r % 64);
+        sos_ranks[r / 64] |= u64::from(rank.sos_open()) << (r % 64);
+    }
+    Job {
+        completed,
+        speed: ranks.iter().map(Rank::speed).sum(),
+        at: now,
+        idle: Arc::new(topology.idle_map(
+            ranks.iter().filter(|r| !r.owns_work()).count(),
+            (0..p).filter(|&r| ranks[r].is_free()),
+        )),
+        open: ranks.iter().filter(|r| r.sos_open()).count() as u64,
+        free_speed: (ranks.iter())
+            .filter(|r| r.is_free())
+            .map(Rank::speed)
+            .sum(),
+        host_open: Arc::new(host_open),
+        hosts: Arc::new(hosts),
+        excess: Arc::new(excess),
+        free_ranks: Arc::new(free_ranks),
+        sos_ranks: Arc::new(sos_ranks),
+        fast_ranks: Arc::new(fast_ranks),
+        moves: Arc::default(),
+    }
+}
+
+/// The shared storage's operations and time, and the monitor logs' writes.
+struct Storage {
+    /// See [`Outcome::storage_ops`].
+    ops: Vec<[u64; KINDS.len()]>,
+    /// See [`Outcome::storage_seconds`].
+    seconds: Vec<f64>,
+    /// Seconds per shared operation when requests are timed (when
+    /// operations cost time).
+    timed: Option<f64>,
+    /// When each rank's monitor log was last written (as the shell's
+    /// [`crate::monitor::Monitor::flush_lazily`]: at an event, at most every
+    /// `log_every` seconds).
+    log_every: f64,
+    logged_at: Vec<f64>,
+    /// Whether each rank's monitor log has been created (at its first write).
+    log_created: Vec<bool>,
+}
+
+impl Storage {
+    fn new(p: usize, timed: Option<f64>) -> Storage {
+        let log_every = crate::monitor::flush_every(p);
+        Storage {
+            ops: Vec::new(),
+            seconds: vec![0.0; p],
+            timed,
+            log_every,
+            logged_at: (0..p)
+                .map(|r| crate::monitor::first_write(r, p) - log_every)
+                .collect(),
+            log_created: vec![false; p],
+        }
+    }
+
+    /// `n` operations of `kind` at `now`.
+    fn count(&mut self, now: f64, kind: usize, n: u64) {
+        let second = now as usize;
+        if self.ops.len() <= second {
+            self.ops.resize(second + 1, [0; KINDS.len()]);
+        }
+        self.ops[second][kind] += n;
+    }
+
+    /// Rank `i` logged events at `now`: its log is written if due.
+    fn log(&mut self, i: usize, now: f64) {
+        if now >= self.logged_at[i] + self.log_every {
+            self.logged_at[i] = now;
+            let created = std::mem::replace(&mut self.log_created[i], true);
+            self.count(now, KINDS.len() - 1, 2 - u64::from(created));
+        }
+    }
+}
+
+/// A simulation under way: the ranks, their clerks and boards, the calls
+/// to come, and what the run has computed so far.
+struct Sim<'a> {
+    scenario: &'a Scenario,
+    params: &'a Params,
+    opts: &'a Options,
+    topology: Topology,
+    board: MemoryBoard,
+    /// The hosts' own boards (node-local: their operations cost the shared
+    /// storage nothing and take no time).
+    host_boards: Vec<MemoryBoard>,
+    ranks: Vec<Rank>,
+    clerks: Vec<Clerk>,
+    /// Each rank's reply on its way, and when it arrives.
+    replies: Vec<Option<(f64, Reply)>>,
+    state: Vec<State>,
+    /// The warm-up reports given, and how many ranks are in the exchange.
+    reports: Vec<Option<WarmupReport>>,
+    exchanging: usize,
+    counts: Vec<u32>,
+    events: Vec<Vec<(f64, Event)>>,
+    finish: Vec<f64>,
+    corrupt: Option<(f64, usize)>,
+    queue: Queue,
+    waves: Waves,
+    storage: Storage,
+    /// Host transfers on their way to each rank: (arrival, sender, ids);
+    /// when an idle rank next looks, if it is idle; and the messages sent
+    /// and ids they carried.
+    inbox: Vec<Vec<(f64, usize, IdSet)>>,
+    idle_until: Vec<Option<f64>>,
+    transfers: (u64, u64),
+}
+
+impl<'a> Sim<'a> {
+    fn new(scenario: &'a Scenario, params: &'a Params, opts: &'a Options) -> Sim<'a> {
+        let p = scenario.ranks;
+        let (topology, board, distance_delay) = layout(scenario, opts);
+        let host_boards = if params.host_board {
+            (0..topology.hosts()).map(|_| MemoryBoard::new()).collect()
+        } else {
+            Vec::new()
+        };
+        let ranks: Vec<Rank> = (0..p)
+            .map(|i| {
+                let mut rank =
+                    Rank::new(i, scenario.realisations, params.clone(), topology.clone());
+                if opts.storage_delay > 0.0 && params.mode == crate::config::Mode::Full {
+                    // As the shell learns before the plan: a read of `job.ron`,
+                    // timed in the background.
+                    rank.observe_storage(opts.storage_delay);
+                }
+                rank
+            })
+            .collect();
+        let timed =
+            (opts.storage_delay > 0.0 || distance_delay > 0.0).then_some(opts.storage_delay);
+        Sim {
+            scenario,
+            params,
+            opts,
+            clerks: ranks.iter().map(Clerk::new).collect(),
+            topology,
+            board,
+            host_boards,
+            ranks,
+            replies: (0..p).map(|_| None).collect(),
+            state: vec![State::Ready(0.0); p],
+            reports: vec![None; p],
+            exchanging: 0,
+            counts: vec![0; scenario.realisations as usize],
+            events: vec![Vec::new(); p],
+            finish: vec![0.0; p],
+            corrupt: opts.corrupt,
+            queue: Queue::new(p, opts.seed),
+            waves: Waves::new(params.check_interval),
+            storage: Storage::new(p, timed),
+            inbox: vec![Vec::new(); p],
+            idle_until: vec![None; p],
+            transfers: (0, 0),
+        }
+    }
+
+    /// Rank `i`'s call at `now`, after the waves, the storage fault, the
+    /// reply and the host transfers due: whether every id is now reported.
+    fn call(&mut self, i: usize, now: f64) -> Result<bool> {
+        (self.waves).advance(now, &mut self.ranks, &self.topology, self.params);
+        if let Some((at, rank)) = self.corrupt
             && now >= at
         {
-            board.corrupt(rank);
-            corrupt = None;
+            self.board.corrupt(rank);
+            self.corrupt = None;
         }
-        if let Some((at, _)) = &replies[i]
+        if let Some((at, _)) = &self.replies[i]
             && *at <= now
-            && let Some((_, reply)) = replies[i].take()
+            && let Some((_, reply)) = self.replies[i].take()
         {
-            ranks[i].reply(reply)?;
+            self.ranks[i].reply(reply)?;
         }
         // Host transfers that have arrived.
-        idle_until[i] = None;
-        if !inbox[i].is_empty() {
-            let (arrived, later) = std::mem::take(&mut inbox[i])
+        self.idle_until[i] = None;
+        if !self.inbox[i].is_empty() {
+            let (arrived, later) = std::mem::take(&mut self.inbox[i])
                 .into_iter()
                 .partition(|(at, _, _)| *at <= now);
-            inbox[i] = later;
+            self.inbox[i] = later;
             for (_, from, ids) in arrived {
-                ranks[i].receive(from, ids, now);
+                self.ranks[i].receive(from, ids, now);
             }
         }
-        let before = ranks[i].done();
-        let mut step = ranks[i].next(now)?;
-        // The clerk carries a request out at once on the board; the reply
-        // arrives when its operations are done, and the rank computes
-        // meanwhile.
+        let before = self.ranks[i].done();
+        let step = self.serve(i, now)?;
+        self.waves.completed += self.ranks[i].done() - before;
+        let logged = self.events[i].len();
+        self.events[i].extend(self.ranks[i].drain_events().map(|e| (now, e)));
+        self.state[i] = self.state_after(i, now, step)?;
+        if self.events[i].len() > logged {
+            self.storage.log(i, now);
+        }
+        if self.waves.completed == self.scenario.realisations {
+            // Every id is reported: the next wave ends the job everywhere.
+            let end = now + WAVE_LATENCY;
+            self.state.iter_mut().for_each(|s| *s = State::Done(end));
+            return Ok(true);
+        }
+        self.reschedule(i)?;
+        if self.exchanging == self.ranks.len() {
+            self.exchange(now)?;
+        }
+        Ok(false)
+    }
+
+    /// Rank `i`'s next step at `now` that is not a request or a transfer.
+    /// The clerk carries a request out at once on the board; the reply
+    /// arrives when its operations are done, and the rank computes
+    /// meanwhile.
+    fn serve(&mut self, i: usize, now: f64) -> Result<Step> {
+        let mut step = self.ranks[i].next(now)?;
         loop {
             let request = match step {
                 Step::Ask(request) => *request,
                 Step::Send { to, ids } => {
-                    // The message arrives after `TRANSFER_LATENCY`: an idle
-                    // receiver wakes then, a busy one takes it at its next
-                    // call.
-                    let at = now + TRANSFER_LATENCY;
-                    transfers.0 += 1;
-                    transfers.1 += ids.len();
-                    inbox[to].push((at, i, ids));
-                    if idle_until[to].is_some_and(|until| until > at) {
-                        idle_until[to] = Some(at);
-                        calls[to] += 1;
-                        rng = splitmix64(rng);
-                        queue.push(Reverse((Time(at), rng, to, calls[to])));
-                        state[to] = State::Ready(at);
-                    }
-                    step = ranks[i].next(now)?;
+                    self.send(i, to, ids, now);
+                    step = self.ranks[i].next(now)?;
                     continue;
                 }
-                other => {
-                    step = other;
-                    break;
-                }
+                other => return Ok(other),
             };
             let kind = kind(&request);
-            let host = host_boards.get_mut(topology.host_index(i));
-            let (mut reply, touched, seconds) =
-                serve_timed(&mut clerks[i], request, (&mut board, host), i, timed);
-            count_ops(&mut storage_ops, now, kind, touched);
-            storage_seconds[i] += seconds;
+            let (mut reply, touched, seconds) = self.serve_timed(i, request);
+            self.storage.count(now, kind, touched);
+            self.storage.seconds[i] += seconds;
             reply.seconds = Some(seconds);
             if seconds > 0.0 {
-                replies[i] = Some((now + seconds, reply));
+                self.replies[i] = Some((now + seconds, reply));
             } else {
-                ranks[i].reply(reply)?;
+                self.ranks[i].reply(reply)?;
             }
-            step = ranks[i].next(now)?;
+            step = self.ranks[i].next(now)?;
         }
-        completed += ranks[i].done() - before;
-        let logged = events[i].len();
-        events[i].extend(ranks[i].drain_events().map(|e| (now, e)));
-        state[i] = match step {
+    }
+
+    /// Carry `request` of rank `i` out on the shared board and its host's
+    /// board, timed when operations cost time: the reply, the
+    /// shared-storage operations it made, and the seconds they took (the
+    /// farther SOS files' extra time included; host boards are node-local
+    /// and take no time).
+    fn serve_timed(&mut self, i: usize, request: Request) -> (Reply, u64, f64) {
+        let host = self.host_boards.get_mut(self.topology.host_index(i));
+        let board = &mut self.board;
+        let ops = board.ops();
+        board.set_clock(i);
+        let reply = self.clerks[i].serve_on(request, board, host.map(|b| b as _));
+        let touched = board.ops() - ops;
+        let seconds = touched as f64 * self.storage.timed.unwrap_or(0.0) + board.extra();
+        (reply, touched, seconds)
+    }
+
+    /// A host transfer of `ids` from rank `from` at `now`: the message
+    /// arrives after `TRANSFER_LATENCY`; an idle receiver wakes then, a busy
+    /// one takes it at its next call.
+    fn send(&mut self, from: usize, to: usize, ids: IdSet, now: f64) {
+        let at = now + TRANSFER_LATENCY;
+        self.transfers.0 += 1;
+        self.transfers.1 += ids.len();
+        self.inbox[to].push((at, from, ids));
+        if self.idle_until[to].is_some_and(|until| until > at) {
+            self.idle_until[to] = Some(at);
+            self.queue.schedule(to, at);
+            self.state[to] = State::Ready(at);
+        }
+    }
+
+    /// Rank `i`'s state after `step` at `now`: computing its chunk (with
+    /// the jitter), in the warm-up exchange, awaiting a reply, or idle.
+    fn state_after(&mut self, i: usize, now: f64, step: Step) -> Result<State> {
+        Ok(match step {
             Step::Compute(chunk) => {
                 let mut t = now;
                 for id in chunk {
-                    counts[id as usize] += 1;
-                    t += scenario.duration(i, id, t);
+                    self.counts[id as usize] += 1;
+                    t += self.scenario.duration(i, id, t);
                 }
-                rng = splitmix64(rng);
-                let jitter = opts.jitter * (rng >> 11) as f64 * (-53f64).exp2();
-                finish[i] = now + (t - now) * (1.0 + jitter);
-                State::Ready(finish[i])
+                let random = self.queue.random();
+                let jitter = self.opts.jitter * (random >> 11) as f64 * (-53f64).exp2();
+                self.finish[i] = now + (t - now) * (1.0 + jitter);
+                State::Ready(self.finish[i])
             }
             // The rank computes its reserve while the others report.
             Step::Exchange(report) => {
-                reports[i] = Some(report);
-                exchanging += 1;
+                self.reports[i] = Some(report);
+                self.exchanging += 1;
                 State::Ready(now)
             }
             Step::AwaitPlan => State::AwaitingPlan,
-            Step::AwaitReply => match &replies[i] {
+            Step::AwaitReply => match &self.replies[i] {
                 Some((at, _)) => State::Ready(*at),
                 None => {
                     return Err(Error::Internal(format!(
@@ -476,119 +658,117 @@ pub fn simulate(scenario: &Scenario, params: &Params, opts: &Options) -> Result<
             Step::Idle { until } => {
                 // As the shell: the ids finished since the last check are
                 // logged when the rank runs out of work.
-                ranks[i].flush_progress(now);
-                events[i].extend(ranks[i].drain_events().map(|e| (now, e)));
+                self.ranks[i].flush_progress(now);
+                self.events[i].extend(self.ranks[i].drain_events().map(|e| (now, e)));
                 let until = until.max(now + 1e-6);
-                idle_until[i] = Some(until);
+                self.idle_until[i] = Some(until);
                 State::Ready(until)
             }
             Step::Ask(_) | Step::Send { .. } => {
                 return Err(Error::Internal("a request left unserved".into()));
             }
-        };
-        if events[i].len() > logged && now >= logged_at[i] + log_every {
-            logged_at[i] = now;
-            let created = std::mem::replace(&mut log_created[i], true);
-            count_ops(&mut storage_ops, now, log_kind, 2 - u64::from(created));
-        }
-        if completed == scenario.realisations {
-            // Every id is reported: the next wave ends the job everywhere.
-            let end = now + WAVE_LATENCY;
-            state.iter_mut().for_each(|s| *s = State::Done(end));
-            break;
-        }
-        if let State::Ready(t) = state[i] {
+        })
+    }
+
+    /// Queue rank `i`'s next call if it has one; an error when it waits
+    /// for ever while nobody owns work and ids are missing.
+    fn reschedule(&mut self, i: usize) -> Result<()> {
+        if let State::Ready(t) = self.state[i] {
             if t.is_finite() {
-                calls[i] += 1;
-                rng = splitmix64(rng);
-                queue.push(Reverse((Time(t), rng, i, calls[i])));
-            } else if !ranks[i].owns_work()
-                && ranks.iter().all(|r| !r.owns_work())
-                && inbox.iter().all(Vec::is_empty)
+                self.queue.schedule(i, t);
+            } else if !self.ranks[i].owns_work()
+                && self.ranks.iter().all(|r| !r.owns_work())
+                && self.inbox.iter().all(Vec::is_empty)
             {
                 // Nobody owns work, yet ids are missing: the real job's
                 // verdict is Lost.
                 return Err(Error::Internal(format!(
-                    "no rank owns work, yet only {completed} of {} realisations were reported",
-                    scenario.realisations
+                    "no rank owns work, yet only {} of {} realisations were reported",
+                    self.waves.completed, self.scenario.realisations
                 )));
             }
         }
-        if exchanging == p {
-            // The collective completes when the last rank enters it (now);
-            // the ranks still computing their reserve go on.
-            exchanging = 0;
-            waves_start = true;
-            let all: Vec<WarmupReport> = reports.iter_mut().filter_map(Option::take).collect();
-            let plan = crate::plan::rescale(&all);
-            for (k, rank) in ranks.iter_mut().enumerate() {
-                rank.apply_planned(&all, &plan, now)?;
-                events[k].extend(rank.drain_events().map(|e| (now, e)));
-                if state[k] == State::AwaitingPlan {
-                    state[k] = State::Ready(now);
-                    calls[k] += 1;
-                    rng = splitmix64(rng);
-                    queue.push(Reverse((Time(now), rng, k, calls[k])));
-                }
+        Ok(())
+    }
+
+    /// The warm-up exchange: the collective completes when the last rank
+    /// enters it (now); the ranks still computing their reserve go on.
+    fn exchange(&mut self, now: f64) -> Result<()> {
+        self.exchanging = 0;
+        self.waves.waves_start = true;
+        let all: Vec<WarmupReport> = self.reports.iter_mut().filter_map(Option::take).collect();
+        let plan = crate::plan::rescale(&all);
+        for (k, rank) in self.ranks.iter_mut().enumerate() {
+            rank.apply_planned(&all, &plan, now)?;
+            self.events[k].extend(rank.drain_events().map(|e| (now, e)));
+            if self.state[k] == State::AwaitingPlan {
+                self.state[k] = State::Ready(now);
+                self.queue.schedule(k, now);
             }
         }
+        Ok(())
     }
-    let mut verdict = 0.0f64;
-    for s in &state {
-        match s {
-            State::Done(t) => verdict = verdict.max(*t),
-            _ => return Err(Error::Internal("the simulation did not terminate".into())),
-        }
-    }
-    // As `finish`: replies still on their way reach their ranks (a search
-    // stops at the verdict, once the step under way is done), and owners
-    // whose SOS is still open look at it once more: their accounts of the
-    // help given. The job ends when the last rank is through.
-    let mut makespan = verdict;
-    for (i, reply) in replies.into_iter().enumerate() {
-        let mut t = verdict;
-        if let Some((at, reply)) = reply {
-            t = match reply.outcome {
-                crate::policy::Outcome::Helped { .. } => {
-                    at.min(verdict + SEARCH_STEP * opts.storage_delay)
-                }
-                _ => at,
+
+    /// What the simulation computed, once every rank has terminated.
+    fn outcome(mut self) -> Result<Outcome> {
+        let mut verdict = 0.0f64;
+        for s in &self.state {
+            match s {
+                State::Done(t) => verdict = verdict.max(*t),
+                _ => return Err(Error::Internal("the simulation did not terminate".into())),
             }
-            .max(verdict);
-            ranks[i].reply(reply)?;
         }
-        if let Some(request) = ranks[i].last_look(t) {
-            let host = host_boards.get_mut(topology.host_index(i));
-            let (reply, _, seconds) =
-                serve_timed(&mut clerks[i], request, (&mut board, host), i, timed);
-            t += seconds;
-            ranks[i].reply(reply)?;
-            events[i].extend(ranks[i].drain_events().map(|e| (t, e)));
-        }
-        makespan = makespan.max(t);
-    }
-    let left = ranks
-        .iter()
-        .map(|r| {
+        let makespan = self.last_looks(verdict)?;
+        let uncomputed = |r: &Rank| {
             let owned = r.owned();
-            let uncomputed = owned
-                .ranges()
-                .flatten()
-                .filter(|&id| counts[id as usize] == 0);
-            uncomputed.count() as u64
+            let ids = owned.ranges().flatten();
+            ids.filter(|&id| self.counts[id as usize] == 0).count() as u64
+        };
+        let left = self.ranks.iter().map(uncomputed).collect();
+        let p = self.ranks.len();
+        Ok(Outcome {
+            makespan,
+            verdict,
+            reports: self.ranks.iter().map(Rank::report).collect(),
+            left,
+            counts: self.counts,
+            finish: self.finish,
+            storage_ops: self.storage.ops,
+            storage_seconds: self.storage.seconds,
+            events: self.events,
+            transfers: self.transfers,
+            finalize_writes: p as u64
+                + self.storage.log_created.iter().filter(|&&c| !c).count() as u64,
         })
-        .collect();
-    Ok(Outcome {
-        counts,
-        makespan,
-        verdict,
-        reports: ranks.iter().map(Rank::report).collect(),
-        left,
-        finish,
-        storage_ops,
-        storage_seconds,
-        events,
-        transfers,
-        finalize_writes: p as u64 + log_created.iter().filter(|&&c| !c).count() as u64,
-    })
+    }
+
+    /// As `finish` after the `verdict`: replies still on their way reach
+    /// their ranks (a search stops at the verdict, once the step under way
+    /// is done), and owners whose SOS is still open look at it once more:
+    /// their accounts of the help given. The job ends (the makespan) when
+    /// the last rank is through.
+    fn last_looks(&mut self, verdict: f64) -> Result<f64> {
+        let mut makespan = verdict;
+        for (i, reply) in std::mem::take(&mut self.replies).into_iter().enumerate() {
+            let mut t = verdict;
+            if let Some((at, reply)) = reply {
+                t = match reply.outcome {
+                    crate::policy::Outcome::Helped { .. } => {
+                        at.min(verdict + SEARCH_STEP * self.opts.storage_delay)
+                    }
+                    _ => at,
+                }
+                .max(verdict);
+                self.ranks[i].reply(reply)?;
+            }
+            if let Some(request) = self.ranks[i].last_look(t) {
+                let (reply, _, seconds) = self.serve_timed(i, request);
+                t += seconds;
+                self.ranks[i].reply(reply)?;
+                self.events[i].extend(self.ranks[i].drain_events().map(|e| (t, e)));
+            }
+            makespan = makespan.max(t);
+        }
+        Ok(makespan)
+    }
 }

@@ -138,6 +138,11 @@ pub fn forecast(now: f64, remaining: u64, speed: f64) -> f64 {
     }
 }
 
+/// A usable speed: finite and positive, else zero.
+pub(crate) fn usable(v: f64) -> f64 {
+    if v.is_finite() && v > 0.0 { v } else { 0.0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

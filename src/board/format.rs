@@ -184,6 +184,16 @@ pub fn decode_record<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<D
     if checksum(wseq, body) != sum {
         return torn("checksum mismatch".into());
     }
+    read_body(body, wseq, path)
+}
+
+/// The record of a `body` whose checksum is valid: not UTF-8 or not the
+/// expected RON is [`Error::Corrupt`].
+fn read_body<T: DeserializeOwned>(
+    body: &[u8],
+    wseq: u64,
+    path: &Path,
+) -> Result<Decoded<Record<T>>> {
     let body = match std::str::from_utf8(body) {
         Ok(b) => b,
         Err(e) => {

@@ -178,109 +178,121 @@ impl Run {
         run.forecasts = vec![Vec::new(); n];
         run.help = vec![vec![0; n]; n];
         run.computed_ids = vec![IdSet::new(); n];
-        let mut quota: Vec<Option<IdSet>> = vec![None; n];
-        let mut busy = vec![0.0; n];
-        let mut taken = vec![IdSet::new(); n];
-        // (job time, ids left) of each rank's last progress line: a rank
-        // that had ids left computed until its next line.
-        let mut last = vec![(0.0f64, 1u64); n];
-        let mut verdict = vec![None; n];
+        let mut tally = Tally::new(n);
         for r in &records {
-            let i = r.rank;
-            match &r.line {
-                Line::Init { host, .. } => run.rows[i].host = host.clone(),
-                Line::Event(Event::Plan {
-                    quota: q, horizon, ..
-                }) => {
-                    quota[i] = Some(q.clone());
-                    run.horizon = Some(run.horizon.map_or(*horizon, |h: f64| h.max(*horizon)));
-                }
-                // A host transfer received counts as help taken from its
-                // sender.
-                Line::Event(
-                    Event::AidGiven { owner, ids, .. } | Event::Received { from: owner, ids },
-                ) => {
-                    if *owner < n {
-                        run.help[i][*owner] += ids.len();
-                    }
-                    taken[i].extend(ids);
-                }
-                Line::Event(Event::Progress {
-                    ids,
-                    speed,
-                    remaining,
-                    forecast,
-                    ..
-                }) => {
-                    let len = ids.len();
-                    let helped = ids.clone().remove(&taken[i]);
-                    let work = if 2 * helped > len {
-                        Work::Help
-                    } else {
-                        Work::Own
-                    };
-                    // After a wait: as long as these ids take at its speed.
-                    let start = match last[i] {
-                        (t, left) if left > 0 || *speed <= 0.0 => t,
-                        (t, _) => (r.t - len as f64 / speed).max(t),
-                    };
-                    busy[i] += r.t - start;
-                    run.timeline.push(Segment {
-                        rank: i,
-                        start,
-                        end: r.t,
-                        work,
-                    });
-                    run.forecasts[i].push((r.t, *forecast));
-                    run.rows[i].finish = r.t;
-                    run.computed_ids[i].extend(ids);
-                    last[i] = (r.t, *remaining);
-                }
-                Line::Verdict { computed } => verdict[i] = Some((*computed, r.t)),
-                _ => {}
-            }
+            run.add(r, &mut tally);
         }
         run.end = run.rows.iter().map(|r| r.finish).fold(0.0, f64::max);
+        run.fill_rows(&tally);
+        run.check_once();
+        Ok(run)
+    }
+
+    /// Record `r` of rank `r.rank`, read in the rank's order.
+    fn add(&mut self, r: &Record, tally: &mut Tally) {
+        let i = r.rank;
+        match &r.line {
+            Line::Init { host, .. } => self.rows[i].host = host.clone(),
+            Line::Event(Event::Plan {
+                quota: q, horizon, ..
+            }) => {
+                tally.quota[i] = Some(q.clone());
+                self.horizon = Some(self.horizon.map_or(*horizon, |h: f64| h.max(*horizon)));
+            }
+            // A host transfer received counts as help taken from its
+            // sender.
+            Line::Event(
+                Event::AidGiven { owner, ids, .. } | Event::Received { from: owner, ids },
+            ) => {
+                if *owner < self.ranks {
+                    self.help[i][*owner] += ids.len();
+                }
+                tally.taken[i].extend(ids);
+            }
+            Line::Event(Event::Progress {
+                ids,
+                speed,
+                remaining,
+                forecast,
+                ..
+            }) => {
+                let len = ids.len();
+                let helped = ids.clone().remove(&tally.taken[i]);
+                let work = if 2 * helped > len {
+                    Work::Help
+                } else {
+                    Work::Own
+                };
+                // After a wait: as long as these ids take at its speed.
+                let start = match tally.last[i] {
+                    (t, left) if left > 0 || *speed <= 0.0 => t,
+                    (t, _) => (r.t - len as f64 / speed).max(t),
+                };
+                tally.busy[i] += r.t - start;
+                self.timeline.push(Segment {
+                    rank: i,
+                    start,
+                    end: r.t,
+                    work,
+                });
+                self.forecasts[i].push((r.t, *forecast));
+                self.rows[i].finish = r.t;
+                self.computed_ids[i].extend(ids);
+                tally.last[i] = (r.t, *remaining);
+            }
+            Line::Verdict { computed } => tally.verdict[i] = Some((*computed, r.t)),
+            _ => {}
+        }
+    }
+
+    /// Each rank's row from its records and `tally`; a warning when its
+    /// verdict line disagrees with its progress lines.
+    fn fill_rows(&mut self, tally: &Tally) {
+        let n = self.ranks;
         for i in 0..n {
-            let block = IdSet::from_range(initial_block(run.total, n, i));
-            let row = &mut run.rows[i];
-            row.computed = run.computed_ids[i].len();
-            row.received = run.help[i].iter().sum();
-            row.given = run.help.iter().map(|h| h[i]).sum();
-            row.own = match &quota[i] {
+            let block = IdSet::from_range(initial_block(self.total, n, i));
+            let row = &mut self.rows[i];
+            row.computed = self.computed_ids[i].len();
+            row.received = self.help[i].iter().sum();
+            row.given = self.help.iter().map(|h| h[i]).sum();
+            row.own = match &tally.quota[i] {
                 None => block.len(),
                 // The quota, and the ids of the block computed in the
                 // warm-up: computed, in the block, neither in the quota nor
                 // taken from an SOS (a quota may hold ids of others' blocks).
                 Some(q) => {
-                    let mut warmup = intersection(&run.computed_ids[i], &block);
+                    let mut warmup = intersection(&self.computed_ids[i], &block);
                     warmup.remove(q);
-                    warmup.remove(&taken[i]);
+                    warmup.remove(&tally.taken[i]);
                     q.len() + warmup.len()
                 }
             };
-            row.speed = if busy[i] > 0.0 {
-                row.computed as f64 / busy[i]
+            let busy = tally.busy[i];
+            row.speed = if busy > 0.0 {
+                row.computed as f64 / busy
             } else {
                 0.0
             };
-            row.idle = (run.end - busy[i]).max(0.0);
-            if let Some((c, t)) = verdict[i]
+            row.idle = (self.end - busy).max(0.0);
+            if let Some((c, t)) = tally.verdict[i]
                 && c != row.computed
             {
-                run.warnings.push(format!(
+                self.warnings.push(format!(
                     "rank {i}: its verdict line (t={t:.3}) says {c} realisations computed, \
                      its progress lines list {}",
                     row.computed
                 ));
             }
         }
-        // Every id once.
+    }
+
+    /// A warning for each rank that computed ids a lower rank computed too.
+    fn check_once(&mut self) {
         let mut seen = IdSet::new();
-        for (i, ids) in run.computed_ids.iter().enumerate() {
+        for (i, ids) in self.computed_ids.iter().enumerate() {
             let twice = intersection(ids, &seen);
             if let Some(first) = twice.ranges().next() {
-                run.warnings.push(format!(
+                self.warnings.push(format!(
                     "rank {i}: {} id(s) computed by a lower rank too (the first: {})",
                     twice.len(),
                     first.start
@@ -288,7 +300,33 @@ impl Run {
             }
             seen.extend(ids);
         }
-        Ok(run)
+    }
+}
+
+/// What [`Run::from_logs`] gathers of each rank besides the run's fields.
+struct Tally {
+    /// The quota of its plan line.
+    quota: Vec<Option<IdSet>>,
+    /// Seconds of computing.
+    busy: Vec<f64>,
+    /// Ids taken from others' SOS or received in host transfers.
+    taken: Vec<IdSet>,
+    /// (job time, ids left) of each rank's last progress line: a rank
+    /// that had ids left computed until its next line.
+    last: Vec<(f64, u64)>,
+    /// The computed count and time of its verdict line.
+    verdict: Vec<Option<(u64, f64)>>,
+}
+
+impl Tally {
+    fn new(n: usize) -> Tally {
+        Tally {
+            quota: vec![None; n],
+            busy: vec![0.0; n],
+            taken: vec![IdSet::new(); n],
+            last: vec![(0.0, 1); n],
+            verdict: vec![None; n],
+        }
     }
 }
 

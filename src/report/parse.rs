@@ -102,28 +102,26 @@ pub fn parse_line(line: &str) -> Result<Record, String> {
     let kind = words.next().ok_or("no event after t=")?;
     let fields: Vec<(&str, &str)> = words.filter_map(|w| w.split_once('=')).collect();
     let f = &fields;
+    let line = match kind {
+        "init" => Line::Init {
+            ranks: num(f, "ranks")?,
+            total: num(f, "total")?,
+            host: field(f, "host")?.to_string(),
+            mode: field(f, "mode")?.to_string(),
+        },
+        "verdict" => Line::Verdict {
+            computed: num(f, "computed")?,
+        },
+        _ => parse_event(kind, f)?.map_or(Line::Other, Line::Event),
+    };
+    Ok(Record { rank, t, line })
+}
+
+/// The event of `kind` with fields `f`, or `None` when `kind` is not one
+/// the report reads.
+fn parse_event(kind: &str, f: &[(&str, &str)]) -> Result<Option<Event>, String> {
     let ids = |key: &str| parse_ids(field(f, key)?).map_err(|e| format!("field `{key}`: {e}"));
-    let event = match kind {
-        "init" => {
-            return Ok(Record {
-                rank,
-                t,
-                line: Line::Init {
-                    ranks: num(f, "ranks")?,
-                    total: num(f, "total")?,
-                    host: field(f, "host")?.to_string(),
-                    mode: field(f, "mode")?.to_string(),
-                },
-            });
-        }
-        "verdict" => {
-            let computed = num(f, "computed")?;
-            return Ok(Record {
-                rank,
-                t,
-                line: Line::Verdict { computed },
-            });
-        }
+    Ok(Some(match kind {
         "progress" => Event::Progress {
             ids: ids("ids")?,
             done: num(f, "done")?,
@@ -162,19 +160,8 @@ pub fn parse_line(line: &str) -> Result<Record, String> {
                 speed: num(f, "helper_speed")?,
             },
         },
-        _ => {
-            return Ok(Record {
-                rank,
-                t,
-                line: Line::Other,
-            });
-        }
-    };
-    Ok(Record {
-        rank,
-        t,
-        line: Line::Event(event),
-    })
+        _ => return Ok(None),
+    }))
 }
 
 /// The records of a log's text. A last line without its newline (a job
