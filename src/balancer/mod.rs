@@ -334,7 +334,9 @@ impl Balancer {
     /// this rank stops for the deadline.
     #[cold]
     fn on_due(&mut self, now: f64) -> bool {
-        let stops = (self.duties).on_due(&mut self.ctx, &self.observables, now, self.end.stop);
+        let stops = self
+            .duties
+            .on_due(&mut self.ctx, &self.observables, now, self.end.stop);
         if stops {
             self.stop();
         }
@@ -397,7 +399,8 @@ impl Balancer {
                 let figures = (job.completed, job.open);
                 self.rank.observe_job(job);
                 let over = verdict.is_some();
-                (self.duties).after_wave(&mut self.ctx, &self.rank, now, figures, over);
+                self.duties
+                    .after_wave(&mut self.ctx, &self.rank, now, figures, over);
                 if let Some(v) = verdict {
                     self.conclude_with(v);
                     return true;
@@ -406,7 +409,8 @@ impl Balancer {
         }
         let status = self.end.status(&self.rank, self.transfers.sending(), now);
         let interval = self.ctx.config.check_interval;
-        (self.end).join(&self.ctx.comm, &self.rank, status, now, interval, waiting);
+        self.end
+            .join(&self.ctx.comm, &self.rank, status, now, interval, waiting);
         false
     }
 
@@ -449,7 +453,8 @@ impl Balancer {
         let now = self.now();
         self.rank.apply_plan(&done.reports, now)?;
         let horizon = self.rank.horizon();
-        (self.duties).after_plan(&mut self.ctx, &self.rank, now, horizon);
+        self.duties
+            .after_plan(&mut self.ctx, &self.rank, now, horizon);
         Ok(())
     }
 
@@ -539,7 +544,8 @@ impl Balancer {
     pub fn finish(mut self) -> Result<Summary> {
         let board_ops = self.wind_down();
         let elapsed = self.now();
-        (self.duties).finish(&mut self.ctx, &self.observables, elapsed);
+        self.duties
+            .finish(&mut self.ctx, &self.observables, elapsed);
         let (summary, mismatch) = self.summarise(elapsed)?;
         let result = self.judge_run(summary, mismatch, board_ops, elapsed);
         // The same decision on every rank: every term above is.
@@ -558,7 +564,8 @@ impl Balancer {
         if self.end.verdict == Some(Verdict::Done)
             && let Err(e) = self.last_look()
         {
-            (self.ctx).warn_at_finish(format!("the last look at the own SOS failed: {e}"));
+            self.ctx
+                .warn_at_finish(format!("the last look at the own SOS failed: {e}"));
         }
         self.transfers.drain(&self.ctx.comm, self.rank.trades());
         if self.rank.has_events() {

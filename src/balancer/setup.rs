@@ -90,12 +90,8 @@ pub(super) fn start(
 ) -> Result<Started> {
     phases.lap("dup");
     let mut g = lay_ground(&comm, total, config, &mut phases)?;
-    let me = comm.rank();
-    let stretch = g
-        .config
-        .emulate_speed
-        .get(me)
-        .map_or(0.0, |s| 1.0 / s - 1.0);
+    let (me, config) = (comm.rank(), &g.config);
+    let stretch = config.emulate_speed.get(me).map_or(0.0, |s| 1.0 / s - 1.0);
     g.announce(&comm, total);
     let journal = g.open_journal(&comm, total)?;
     let to_compute = journal.as_ref().map_or(total, |j| j.to_compute(total));
