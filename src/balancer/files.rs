@@ -1,0 +1,123 @@
+//! The run's files: the run directory on the signal directory, the host's
+//! node-local directory (its copy of the open index, its board), and their
+//! removal at `finish`.
+
+use crate::board::file::FileBoard;
+use crate::board::node::Presence;
+use crate::board::{Board, Probe};
+use crate::comm::Comm;
+use crate::config::Config;
+use crate::protocol::{Level, Slot};
+use std::path::{Path, PathBuf};
+
+/// Where this rank's run keeps its files.
+pub(super) struct RunFiles {
+    /// The run directory.
+    pub(super) job_dir: PathBuf,
+    /// This host's copy of the open index (removed at the end).
+    pub(super) host_copy: Option<PathBuf>,
+    /// The rank's hold on its run's node-local directory (let go at the end).
+    pub(super) presence: Option<Presence>,
+    /// The host's board (node-local), and whether this rank is the host's
+    /// lowest, which removes it.
+    pub(super) host_board_dir: Option<(PathBuf, bool)>,
+}
+
+impl RunFiles {
+    /// After a clean run: remove this rank's own signal files and its
+    /// won `claims`. A failure is a warning.
+    pub(super) fn remove_own(&self, me: usize, claims: &[String]) {
+        if let Err(e) = crate::board::file::remove_own(&self.job_dir, me, claims) {
+            crate::error::warn(me, &format!("could not remove its signal files: {e}"));
+        }
+    }
+
+    /// The end of the run (every rank is here, and every descriptor on the
+    /// files is closed): the run directory goes after a `clean` run (it
+    /// stays after a failure, for a post-mortem); the hosts' boards are
+    /// node-local (a batch system seldom lets anyone read them after the
+    /// job) and go whatever the outcome, unless the config keeps the files.
+    pub(super) fn remove(self, comm: &Comm, config: &Config, clean: bool) {
+        if !config.keep {
+            comm.quiet_barrier();
+            if clean && comm.rank() == 0 {
+                remove_signal_files(&self.job_dir, config.log);
+            }
+            if let Some((dir, true)) = &self.host_board_dir
+                && let Err(e) = std::fs::remove_dir_all(dir)
+            {
+                crate::error::warn(
+                    comm.rank(),
+                    &format!("cannot remove the host's board {}: {e}", dir.display()),
+                );
+            }
+        }
+        // A node-local cache, whatever the outcome: each rank tries (a rank
+        // still looking for help reads the shared index).
+        if let Some(copy) = self.host_copy {
+            let _ = std::fs::remove_file(copy);
+        }
+        // The last rank of the host out removes the directory. (Without a
+        // hold on it, its lock file stays: a later sweep removes it.)
+        if let Some(p) = self.presence {
+            p.leave();
+        }
+    }
+
+    /// The first of this rank's `won` claims whose file names another rank.
+    pub(super) fn claim_made_again(
+        &self,
+        me: usize,
+        won: &[(Level, usize, Slot)],
+    ) -> Option<String> {
+        let mut shared = FileBoard::open(&self.job_dir, me).ok()?;
+        let mut host =
+            (self.host_board_dir.as_ref()).and_then(|(d, _)| FileBoard::open(d, me).ok());
+        won.iter().find_map(|(level, owner, slot)| {
+            let board = match (level, &mut host) {
+                (Level::Host, Some(h)) => h,
+                _ => &mut shared,
+            };
+            match board.probe(*owner, slot) {
+                Ok(Probe::Taken(Some(c))) if c.by != me => Some(format!(
+                    "{} names rank {} as the claimant of ids {}..{}, but rank {me} claimed them \
+                     first: the file was removed during the run and made again, and those ids \
+                     were computed twice",
+                    board.claim_path(*owner, slot).display(),
+                    c.by,
+                    slot.start,
+                    slot.end
+                )),
+                _ => None,
+            }
+        })
+    }
+}
+
+/// After a clean finalize: remove the signal files of the run, and the whole
+/// run directory when there are no monitor logs. A failure is a warning.
+fn remove_signal_files(job_dir: &Path, keep_logs: bool) {
+    let removed = if keep_logs {
+        ["sos", "aid"]
+            .iter()
+            .map(|d| std::fs::remove_dir_all(job_dir.join(d)))
+            .chain(
+                ["job.ron", "open.ron"]
+                    .iter()
+                    .map(|f| std::fs::remove_file(job_dir.join(f))),
+            )
+            .find(|r| r.is_err())
+            .unwrap_or(Ok(()))
+    } else {
+        std::fs::remove_dir_all(job_dir)
+    };
+    if let Err(e) = removed {
+        crate::error::warn(
+            0,
+            &format!(
+                "could not remove the signal files of {}: {e}",
+                job_dir.display()
+            ),
+        );
+    }
+}
