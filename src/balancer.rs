@@ -88,10 +88,9 @@ pub struct Balancer {
     monitor: Monitor,
     config: Config,
     start: Instant,
-    /// `1 / emulate_speed - 1`: extra sleep per second of computing.
-    stretch: f64,
-    /// When the chunk being computed was handed out (for the stretch).
-    handed_out: Option<Instant>,
+    /// The emulated slowness of this rank.
+    #[cfg(feature = "emulate")]
+    stretch: crate::emulate::Stretch,
     observables: Observables,
     warnings: Vec<String>,
     end: Termination,
@@ -252,11 +251,11 @@ impl Balancer {
             config.mode = Mode::Static;
         }
         let name = mpi::environment::processor_name().unwrap_or_else(|_| "unknown".into());
-        let mut topology = Topology::new(
-            comm.all_gather_strings(&name, 256),
-            &config.hosts,
-            &config.sites,
-        );
+        let names = comm.all_gather_strings(&name, 256);
+        #[cfg(feature = "emulate")]
+        let mut topology = config.emulate.topology(names, &config.sites);
+        #[cfg(not(feature = "emulate"))]
+        let mut topology = Topology::new(names, &config.sites);
         if config.sites == config::Sites::Measure {
             topology = measure_sites(&comm, topology);
         }
@@ -300,17 +299,9 @@ impl Balancer {
             } else {
                 Monitor::disabled(me)
             };
-            let delay = Duration::from_secs_f64(config.storage_delay);
-            let delay_to = match &config.emulate_grid {
-                Some(g) => (0..comm.size())
-                    .map(|r| Duration::from_secs_f64(g.distance(me, r) as f64 * g.distance_delay))
-                    .collect(),
-                None => Vec::new(),
-            };
-            let board = board
-                .with_delay(delay)
-                .with_delays_to(delay_to)
-                .with_host_dir(&node_dir);
+            let board = board.with_host_dir(&node_dir);
+            #[cfg(feature = "emulate")]
+            let board = config.emulate.slow(board, me, comm.size());
             Ok((board, monitor))
         });
         let (board, mut monitor) = comm.agree(joined)?;
@@ -342,7 +333,8 @@ impl Balancer {
         } else {
             None
         };
-        let stretch = config.emulate_speed.get(me).map_or(0.0, |s| 1.0 / s - 1.0);
+        #[cfg(feature = "emulate")]
+        let stretch = config.emulate.stretch(me);
         monitor.line(
             0.0,
             format_args!(
@@ -461,8 +453,8 @@ impl Balancer {
             monitor,
             config,
             start,
+            #[cfg(feature = "emulate")]
             stretch,
-            handed_out: None,
             observables: Observables::new(),
             warnings,
             end,
@@ -521,11 +513,8 @@ impl Balancer {
         if let Some(piece) = self.journal.as_mut().and_then(Journal::pending) {
             return Ok(Some(piece));
         }
-        if self.stretch > 0.0
-            && let Some(t) = self.handed_out.take()
-        {
-            std::thread::sleep(t.elapsed().mul_f64(self.stretch));
-        }
+        #[cfg(feature = "emulate")]
+        self.stretch.sleep();
         let mut now = self.now();
         // The journal's write is not computing time: the chunk handed out
         // next starts after it.
@@ -567,9 +556,8 @@ impl Balancer {
                     if now >= self.end.next_test && self.wave_tick(now, false) {
                         return self.outcome();
                     }
-                    if self.stretch > 0.0 {
-                        self.handed_out = Some(Instant::now());
-                    }
+                    #[cfg(feature = "emulate")]
+                    self.stretch.start();
                     return Ok(Some(match &mut self.journal {
                         Some(j) => j.hand_out(ids),
                         None => ids,

@@ -20,8 +20,8 @@
 //! time and events. It never waits for the signal files: it hands its
 //! board work to a [`clerk::Clerk`] and goes on computing until the reply
 //! comes. [`Balancer`] is the thin MPI and file shell around both (the
-//! clerk in a thread of its own), and [`sim`] drives the same machine and
-//! clerk with a virtual clock.
+//! clerk in a thread of its own), and the simulator (`sim`, with the
+//! `emulate` feature) drives the same machine and clerk with a virtual clock.
 //!
 //! ## The loop
 //!
@@ -57,9 +57,15 @@
 //! Fortran and C programs use the module `fortran/soslb.f90` and the header
 //! `fortran/soslb.h` over the static library ([`ffi`]).
 //!
-//! ## Without MPI: the simulator
+//! ## Emulation, and the simulator without MPI
+//!
+//! The cargo feature `emulate` (off in the library as installed) adds
+//! emulated speeds, hosts, sites and storage delays (the config's `emulate`
+//! section, module `emulate`), the scenarios of emulated heterogeneity
+//! (`scenario`) and the simulator (`sim`), which runs them without MPI:
 //!
 //! ```
+//! # #[cfg(feature = "emulate")] {
 //! use soslb::{config::Config, policy::Params, scenario::{Factor, Scenario}, sim};
 //! let scenario = Scenario {
 //!     name: "two speeds".into(), ranks: 8, realisations: 2000, base: 0.01,
@@ -68,6 +74,7 @@
 //! let out = sim::simulate(&scenario, &Params::from(&Config::default()), &sim::Options::default())?;
 //! assert!(out.counts.iter().all(|&c| c == 1));       // every id exactly once
 //! println!("efficiency {:.2}", scenario.ideal(8) / out.makespan);
+//! # }
 //! # Ok::<(), soslb::Error>(())
 //! ```
 #![deny(missing_docs)]
@@ -80,6 +87,8 @@ mod comm;
 pub mod config;
 pub mod cost;
 pub mod deadline;
+#[cfg(feature = "emulate")]
+pub mod emulate;
 pub mod error;
 pub mod ffi;
 pub mod ids;
@@ -91,8 +100,10 @@ pub mod progress;
 pub mod protocol;
 pub mod report;
 pub mod resume;
+#[cfg(feature = "emulate")]
 pub mod scenario;
 pub mod seed;
+#[cfg(feature = "emulate")]
 pub mod sim;
 pub mod speed;
 pub mod stats;

@@ -215,7 +215,6 @@ pub fn sends(job: &Job, topology: &Topology, me: usize, excess: u64) -> Vec<(usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Hosts, Sites};
 
     #[test]
     fn nothing_moves_between_hosts_that_end_together() {
@@ -280,7 +279,7 @@ mod tests {
 
     #[test]
     fn each_rank_sends_its_part_to_its_place_on_the_other_host() {
-        let topology = Topology::new(vec!["h".into(); 8], &Hosts::Virtual(4), &Sites::Single);
+        let topology = Topology::laid_out(8, 4, 0);
         let mut job = Job {
             moves: std::sync::Arc::new(vec![Move {
                 from: 0,
