@@ -48,7 +48,8 @@
 //! prints its result line, with `error=<code>`, and exits with status 1.
 
 use mpi::traits::*;
-use soslb::config::{Config, Grid, Hosts, Mode, Sites};
+use soslb::config::{Config, Mode, Sites};
+use soslb::emulate::{self, Grid};
 use soslb::policy::RankReport;
 use soslb::scenario::Scenario;
 use std::path::PathBuf;
@@ -182,17 +183,19 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Failure> {
 }
 
 /// The scenario's emulated grid: virtual hosts and sites for the library
-/// (unless `SOSLB_HOSTS` or `SOSLB_SITES` say otherwise: `SOSLB_HOSTS=Real
-/// SOSLB_SITES=Single` runs flat on the same grid), and the slower path to
-/// farther SOS files whatever the library knows of the grid.
+/// (unless the config's `emulate` section gives them, or its `sites` are
+/// not `Single`: `SOSLB_EMULATE='(hosts: Real, sites: Real)'` runs flat on
+/// the same grid), and the slower path to farther SOS files whatever the
+/// library knows of the grid.
 fn lay_out(config: &mut Config, layout: &Grid) {
-    if std::env::var_os("SOSLB_HOSTS").is_none() {
-        config.hosts = Hosts::Virtual(layout.ranks_per_host);
+    let e = &mut config.emulate;
+    e.hosts
+        .get_or_insert(emulate::Hosts::Virtual(layout.ranks_per_host));
+    if config.sites == Sites::Single {
+        e.sites
+            .get_or_insert(emulate::Sites::Virtual(layout.hosts_per_site));
     }
-    if std::env::var_os("SOSLB_SITES").is_none() {
-        config.sites = Sites::Virtual(layout.hosts_per_site);
-    }
-    config.emulate_grid = Some(layout.clone());
+    e.grid = Some(layout.clone());
 }
 
 /// One balanced loop over the scenario: init, next..., finalize, result line.

@@ -21,7 +21,9 @@
 //! (`second=<s> storage_ops post=<n> refresh=<n> claim=<n> withdraw=<n> help=<n> log=<n>`). SCENARIO is a name of `examples/scenarios/` or a
 //! file; MODE is `static`, `warmup` or `full`.
 //! The settings are soslb's: `soslb.ron` or `SOSLB_CONFIG`, and `SOSLB_*`
-//! variables (`SOSLB_STORAGE_DELAY` is the default of `--storage-delay`).
+//! variables (the `emulate` section's `storage_delay`, e.g.
+//! `SOSLB_EMULATE='(storage_delay: 0.05)'`, is the default of
+//! `--storage-delay`).
 
 use soslb::config::{Config, Mode};
 use soslb::policy::{Event, Params, RankReport};
@@ -54,7 +56,7 @@ fn run() -> Result<String, String> {
     config.mode = mode;
     let (mut trace, mut ops) = (false, false);
     let mut opts = Options {
-        storage_delay: config.storage_delay,
+        storage_delay: config.emulate.storage_delay,
         ..Options::default()
     };
     while let Some(flag) = it.next() {

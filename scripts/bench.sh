@@ -11,7 +11,8 @@
 #                                    every 1 s and 0.5 s)
 #   scripts/bench.sh sites [MODE...] two sites of two hosts of four ranks:
 #                                    sites16, sites16-one, with the hierarchy
-#                                    and flat (SOSLB_HOSTS=Real SOSLB_SITES=Single
+#                                    and flat (SOSLB_EMULATE with `hosts: Real,
+#                                    sites: Real`, SOSLB_SITES=Single,
 #                                    SOSLB_HOST_BOARD=false: on one machine a
 #                                    host board would skip the emulated grid)
 #   scripts/bench.sh --cluster N SCENARIO MODE, --cluster N all|sites [MODE...]
@@ -20,6 +21,9 @@
 #                                    spread evenly, hosts from their real
 #                                    names; a scenario with a layout gets its
 #                                    sites from node-name patterns
+# The emulator is built with the feature `emulate`; SOSLB_EMULATE='(...)' sets
+# its emulation (storage_delay, hosts, ...; see src/emulate.rs), and any
+# SOSLB_* variable applies.
 #   scripts/bench.sh next            the fast path of next: ns per call
 #   scripts/bench.sh sim RANKS [MODE [OPTION...]] the simulator (one core,
 #                                    virtual clock): fluct16's speeds on RANKS
@@ -28,7 +32,17 @@
 #                                    operations per second by request kind)
 . "$(dirname "$0")/setup.sh"
 usage="usage: scripts/bench.sh [--cluster N] SCENARIO static|warmup|full | [--cluster N] all|tail|wide|sites [MODE...] | next | sim RANKS [MODE [OPTION...]]"
-cargo build --release --examples
+cargo build --release --features emulate --examples
+
+# $SOSLB_EMULATE with real hosts and sites (the caller's other emulation
+# kept): no virtual ones from a scenario's layout.
+real_hosts() {
+    local inner
+    inner=$(sed 's/^[[:space:]]*(//; s/)[[:space:]]*$//' <<<"${SOSLB_EMULATE:-}")
+    grep -q 'hosts:' <<<"$inner" || inner="hosts: Real${inner:+, $inner}"
+    grep -q 'sites:' <<<"$inner" || inner="sites: Real, $inner"
+    echo "($inner)"
+}
 
 # The file of scenario $1 (a name of examples/scenarios or a file).
 scenario_file() {
@@ -55,7 +69,7 @@ run() {
 }
 
 # Scenario $2 in mode $3 across the $1 hosts of scripts/cluster.sh: hosts
-# from their names (hosts: Real), the signal directory on the hosts' shared
+# from their names (emulate: (hosts: Real)), the signal directory on the hosts' shared
 # view; a scenario's layout gives sites of hosts_per_site consecutive hosts,
 # as node-name patterns (its far SOS files stay slower to reach, as in the
 # emulated grid).
@@ -78,7 +92,7 @@ cluster() {
         [ -z "$hps" ] || sites+="${sites:+, }(\"$h\", \"site$((i / hps))\")"
         i=$((i + 1))
     done
-    local env=(SOSLB_SIGNAL_DIR="$state/shared/signals" SOSLB_HOSTS=Real)
+    local env=(SOSLB_SIGNAL_DIR="$state/shared/signals" SOSLB_EMULATE="$(real_hosts)")
     # (Flat, as `sites` runs it, sets SOSLB_SITES=Single.)
     if [ -n "$sites" ] && [ -z "${SOSLB_SITES:-}" ]; then
         env+=(SOSLB_SITES="Patterns([$sites])")
@@ -129,7 +143,8 @@ case "${1:-}" in
     sites) shift
         group "sites16 sites16-one" "${@:-full}"
         echo "flat:"
-        SOSLB_HOSTS=Real SOSLB_SITES=Single SOSLB_HOST_BOARD=false group "sites16 sites16-one" "${@:-full}" ;;
+        SOSLB_EMULATE=$(real_hosts) SOSLB_SITES=Single SOSLB_HOST_BOARD=false \
+            group "sites16 sites16-one" "${@:-full}" ;;
     "") echo "$usage" >&2; exit 2 ;;
     *) [ $# -eq 2 ] || { echo "$usage" >&2; exit 2; }
         case "$2" in static|warmup|full) ;; *) echo "bench: unknown mode $2; $usage" >&2; exit 2 ;; esac

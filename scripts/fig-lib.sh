@@ -12,7 +12,7 @@
 #   SOSLB             the soslb command
 # shellcheck source=scripts/setup.sh
 . "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-cargo build --release --examples --bin soslb
+cargo build --release --features emulate --examples --bin soslb
 SOSLB="$(target_dir)/release/soslb"
 export SOSLB
 

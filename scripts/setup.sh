@@ -16,7 +16,9 @@
 #   need_commands CMD=PACKAGE...   install the Debian package of each missing command
 #   need_cargo_components NAME...  cargo subcommands from rustup components (clippy, fmt)
 #   have_libclang                  does the `mpi` crate's bindgen find what it needs?
-#   build_slab                     the release library and <target>/release/slab
+#   build_slab                     the release library (with the feature `emulate`:
+#                                  the demo's slow rank is emulated) and
+#                                  <target>/release/slab
 #   mpi_launch NP PROGRAM ARGS...  run PROGRAM on NP ranks with $MPIEXEC
 #
 # SOSLB_SETUP=0 skips the checks and installs (you provide the tools).
@@ -257,11 +259,12 @@ target_dir() {
     echo "${d:-$ROOT/target}"
 }
 
-# Build the release library, install it into target/release/prefix the way a
-# user does (scripts/install.sh), and build the Fortran example
+# Build the release library with the feature `emulate` (examples/slab.ron
+# slows a rank down by emulation), install it into target/release/prefix the
+# way a user does (scripts/install.sh), and build the Fortran example
 # target/release/slab against that prefix with pkg-config.
 build_slab() {
-    cargo build --release --lib
+    cargo build --release --lib --features emulate
     local release
     release="$(target_dir)/release"
     bash "$ROOT/scripts/install.sh" --quiet --lib "$release/libsoslb.a" "$release/prefix"

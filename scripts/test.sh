@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Checks the formatting and the structure (scripts/check-layers.sh,
 # scripts/check-sizes.sh), builds everything, runs clippy and rustdoc (no
-# warnings) and every test, in three passes:
+# warnings) and every test, in three passes. The tests, the emulator and the
+# simulator need the cargo feature `emulate`, which the installed library
+# never has (scripts/check-product.sh, first in the openmpi pass, checks it):
 #
-#   openmpi  against Open MPI (target/): unit and property tests, file-board
+#   openmpi  against Open MPI (target/): the library as installed has no
+#            emulation; unit and property tests, file-board
 #            races, MPI runs under mpirun (16 ranks oversubscribed), the
 #            Fortran programs, the installed library (pkg-config and CMake
 #            builds of the README's example), the FUSE file-system tests,
@@ -27,7 +30,7 @@ for p in "${passes[@]}"; do
 done
 
 # cargo nextest run, or cargo test where nextest is missing; ARGS are cargo's
-# target selection (--lib, --test NAME, ...).
+# feature and target selection (--features emulate, --lib, --test NAME, ...).
 run_tests() {
     if cargo nextest --version >/dev/null 2>&1; then
         cargo nextest run --release --no-fail-fast "$@"
@@ -72,13 +75,18 @@ openmpi_pass() (
     need_cargo_components fmt clippy
     cargo fmt --check || { echo "test.sh: cargo fmt --check failed: run cargo fmt" >&2; exit 1; }
     structure_checks
-    cargo build --release --all-targets
-    cargo clippy --all-targets -- -D warnings
+    # Before the builds with the feature: it re-links target/release/libsoslb.a
+    # to the library without emulation, which the Fortran tests must not link.
+    bash scripts/check-product.sh
+    cargo clippy --lib -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
+    cargo build --release --all-targets --features emulate
+    cargo clippy --all-targets --features emulate -- -D warnings
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features emulate
     build_slab
     mapfile -t targets < <(tests_but_slurm)
-    run_tests --lib --bins "${targets[@]}"
-    cargo test --release --doc
+    run_tests --features emulate --lib --bins "${targets[@]}"
+    cargo test --release --doc --features emulate
 )
 
 mpich_pass() (
@@ -87,23 +95,25 @@ mpich_pass() (
     need_commands cmake=cmake
     # Only what these tests run: the library, the emulator and the tests,
     # without the soslb command's plotting crates (the report feature).
-    cargo build --release --no-default-features --lib --example emulate
-    run_tests --no-default-features --test mpi --test fortran --test liveness --test grid --test install
+    cargo build --release --no-default-features --features emulate --lib --example emulate
+    run_tests --no-default-features --features emulate \
+        --test mpi --test fortran --test liveness --test grid --test install
 )
 
 slurm_pass() (
     export SOSLB_MPI=openmpi
     . scripts/setup.sh
-    cargo build --release --examples --test slurm
+    cargo build --release --features emulate --examples --test slurm
     bash scripts/slurm.sh start
     trap 'bash scripts/slurm.sh stop' EXIT
     eval "$(bash scripts/slurm.sh env)"
     # The jobs sleep more than they compute: all four at once; their output
     # has what sacct says of each job.
     if cargo nextest --version >/dev/null 2>&1; then
-        cargo nextest run --release --no-fail-fast --test-threads 4 --success-output immediate --test slurm
+        cargo nextest run --release --features emulate --no-fail-fast --test-threads 4 \
+            --success-output immediate --test slurm
     else
-        cargo test --release --no-fail-fast --test slurm -- --test-threads 4
+        cargo test --release --features emulate --no-fail-fast --test slurm -- --test-threads 4
     fi
 )
 

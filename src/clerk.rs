@@ -7,7 +7,8 @@
 //! carries the request out, and applies the [`Reply`] when it comes. The
 //! shell ([`crate::Balancer`]) runs the clerk in a thread of its own, which
 //! touches files and never MPI; the simulator charges each request the time
-//! of its storage operations; [`Inline`] carries each request out at once.
+//! of its storage operations; `Inline` (with the `emulate` feature) carries
+//! each request out at once.
 //!
 //! The clerk decides nothing about balancing: which SOS to help, how much
 //! to take and which slots to claim are [`crate::policy::helper`]'s pure
@@ -19,8 +20,10 @@
 use crate::board::{Board, Claimed, Probe};
 use crate::cost::slot;
 use crate::error::{Error, Result};
+#[cfg(feature = "emulate")]
+use crate::policy::Step;
 use crate::policy::helper::{Ask, Candidate, Rules, candidates, early_site_end};
-use crate::policy::{Outcome, Params, Rank, Reply, Request, Search, Step, Taken};
+use crate::policy::{Outcome, Params, Rank, Reply, Request, Search, Taken};
 use crate::protocol::{Claim, Entry, Index, Level, Post, Slot, Sos, SosState};
 use crate::topology::Topology;
 use std::sync::Arc;
@@ -618,13 +621,16 @@ fn on<'b, 'c>(
 
 /// A rank and its clerk in one thread: every request is carried out at
 /// once, before [`Inline::next`] returns (tests, and callers without a
-/// thread to spare). It dereferences to the [`Rank`].
+/// thread to spare). It dereferences to the [`Rank`]. With the `emulate`
+/// feature.
+#[cfg(feature = "emulate")]
 #[derive(Debug)]
 pub struct Inline {
     rank: Rank,
     clerk: Clerk,
 }
 
+#[cfg(feature = "emulate")]
 impl Inline {
     /// `rank` with a clerk of its own.
     pub fn new(rank: Rank) -> Inline {
@@ -657,6 +663,7 @@ impl Inline {
     }
 }
 
+#[cfg(feature = "emulate")]
 impl std::ops::Deref for Inline {
     type Target = Rank;
     fn deref(&self) -> &Rank {
@@ -664,6 +671,7 @@ impl std::ops::Deref for Inline {
     }
 }
 
+#[cfg(feature = "emulate")]
 impl std::ops::DerefMut for Inline {
     fn deref_mut(&mut self) -> &mut Rank {
         &mut self.rank

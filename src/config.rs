@@ -16,6 +16,7 @@
 
 use crate::error::{Error, Result};
 use crate::plan::HelpPolicy;
+pub use crate::topology::Sites;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -58,76 +59,6 @@ pub enum OnDeadline {
     /// exactly the realisations completed (and a journal, with `job_name`,
     /// lets a later run with `resume` compute the rest).
     Stop,
-}
-
-/// An emulated grid: consecutive ranks share a host, consecutive hosts a
-/// site, and signal-file operations on a far rank's SOS file are slower.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Grid {
-    /// Ranks per host.
-    pub ranks_per_host: usize,
-    /// Hosts per site.
-    pub hosts_per_site: usize,
-    /// Extra seconds per operation on an SOS file at distance `d` (1: same
-    /// site, 2: another site): `d · distance_delay`.
-    pub distance_delay: f64,
-}
-
-impl Grid {
-    /// 0 same host, 1 same site, 2 elsewhere, as laid out.
-    pub fn distance(&self, a: usize, b: usize) -> u8 {
-        let host = |r: usize| r / self.ranks_per_host;
-        let site = |r: usize| host(r) / self.hosts_per_site;
-        if host(a) == host(b) {
-            0
-        } else if site(a) == site(b) {
-            1
-        } else {
-            2
-        }
-    }
-
-    /// What is wrong with these numbers, if anything.
-    pub fn invalid(&self) -> Option<String> {
-        let ok = self.ranks_per_host > 0
-            && self.hosts_per_site > 0
-            && self.distance_delay.is_finite()
-            && self.distance_delay >= 0.0;
-        (!ok).then(|| {
-            format!(
-                "{self:?}: ranks per host and hosts per site must be positive, the distance \
-                 delay zero or more seconds"
-            )
-        })
-    }
-}
-
-/// Where ranks are, for the helpers' preference of nearby SOS (DESIGN §7).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub enum Hosts {
-    /// The real host names (an allgather of the processor names).
-    #[default]
-    Real,
-    /// Emulation: ranks `k·n .. k·n+n-1` share virtual host `vhost<k>`.
-    Virtual(usize),
-}
-
-/// How hosts are grouped into sites.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub enum Sites {
-    /// Every host on one site.
-    #[default]
-    Single,
-    /// Host-name patterns (`*` and `?` wildcards) and their site, first match
-    /// wins; unmatched hosts form a site named after themselves.
-    Patterns(Vec<(String, String)>),
-    /// Emulation: consecutive groups of `n` hosts form virtual sites.
-    Virtual(usize),
-    /// Measured at init: 1 KiB ping-pongs between ranks of different hosts
-    /// (5 round trips, the first discarded), clustered by mLB's ratio-jump
-    /// rule with `D = 1.6`, reconciled over all ranks.
-    Measure,
 }
 
 /// The default of the config's `large_job`: ranks from which on a job is
@@ -197,14 +128,8 @@ pub struct Config {
     /// A helper at distance d takes from an SOS only after it has been open
     /// `d·grace` seconds (default 0.5).
     pub grace: f64,
-    /// Host names (default the real ones).
-    pub hosts: Hosts,
     /// Sites (default one site).
     pub sites: Sites,
-    /// Emulated speed factor per rank (1.0 = as is, 0.25 = four times slower;
-    /// ranks beyond the list run as is): the library stretches each chunk's
-    /// computing time by sleeping, so heterogeneity shows on one machine.
-    pub emulate_speed: Vec<f64>,
     /// Balance within each host first, on node-local files under the
     /// temporary directory (`$TMPDIR`, else `/tmp`): an SOS goes on the
     /// shared storage only when its host as a whole will be late, so that
@@ -222,11 +147,6 @@ pub struct Config {
     pub log: bool,
     /// Print a per-rank summary on rank 0 at finalize (default false).
     pub summary: bool,
-    /// Testing: seconds of delay injected before every signal-file operation.
-    pub storage_delay: f64,
-    /// Testing: an emulated grid on one machine, whose far SOS files are
-    /// slower to reach (the emulator sets it from a scenario's `layout`).
-    pub emulate_grid: Option<Grid>,
     /// Keep every file of the run directory after a clean finalize (default
     /// false: the signal files are removed, the monitor logs kept).
     pub keep: bool,
@@ -236,6 +156,10 @@ pub struct Config {
     /// Seconds between two progress lines of rank 0 on stderr (default 5;
     /// 0: none). See [`crate::progress`].
     pub progress: f64,
+    /// Emulation: emulated speeds, hosts, sites and storage delays (builds
+    /// with the `emulate` feature only; see [`crate::emulate`]).
+    #[cfg(feature = "emulate")]
+    pub emulate: crate::emulate::Emulate,
 }
 
 impl Default for Config {
@@ -260,18 +184,16 @@ impl Default for Config {
             poll_interval: 0.1,
             poll_max: 0.8,
             grace: 0.5,
-            hosts: Hosts::Real,
             sites: Sites::Single,
-            emulate_speed: Vec::new(),
             host_board: true,
             large_job: LARGE_JOB,
             log: true,
             summary: false,
-            storage_delay: 0.0,
-            emulate_grid: None,
             keep: false,
             wait_warning: 10.0,
             progress: 5.0,
+            #[cfg(feature = "emulate")]
+            emulate: Default::default(),
         }
     }
 }
@@ -282,12 +204,18 @@ pub const CONFIG_VAR: &str = "SOSLB_CONFIG";
 macro_rules! fields {
     ($($name:ident),* $(,)?) => {
         /// The names of the fields, as in the file (`SOSLB_` + upper case in the environment).
+        #[cfg(not(feature = "emulate"))]
         pub const FIELDS: &[&str] = &[$(stringify!($name)),*];
+        /// The names of the fields, as in the file (`SOSLB_` + upper case in the environment).
+        #[cfg(feature = "emulate")]
+        pub const FIELDS: &[&str] = &[$(stringify!($name),)* "emulate"];
 
         impl Config {
             fn set_field(&mut self, field: &str, text: &str) -> std::result::Result<bool, String> {
                 match field {
                     $(stringify!($name) => self.$name = parse_value(text)?,)*
+                    #[cfg(feature = "emulate")]
+                    "emulate" => self.emulate = parse_value(text)?,
                     _ => return Ok(false),
                 }
                 Ok(true)
@@ -316,19 +244,43 @@ fields!(
     poll_interval,
     poll_max,
     grace,
-    hosts,
     sites,
-    emulate_speed,
     host_board,
     large_job,
     log,
     summary,
-    storage_delay,
-    emulate_grid,
     keep,
     wait_warning,
     progress,
 );
+
+/// Why a build without the `emulate` feature refuses an `emulate` section.
+#[cfg(not(feature = "emulate"))]
+const NO_EMULATION: &str = "this build of soslb has no emulation: the `emulate` section \
+    (emulated speeds, hosts, sites and storage delays, for tests and benchmarks) needs soslb \
+    built with the cargo feature `emulate` (cargo build --release --features emulate)";
+
+/// The fields that moved into the `emulate` section, and their names there.
+const MOVED: [(&str, &str); 4] = [
+    ("emulate_speed", "speed"),
+    ("hosts", "hosts"),
+    ("storage_delay", "storage_delay"),
+    ("emulate_grid", "grid"),
+];
+
+/// What an unknown field `found` is, when it is one soslb knows of: the
+/// `emulate` section of another build, or a field that moved into it.
+fn unknown_field(found: &str) -> Option<String> {
+    #[cfg(not(feature = "emulate"))]
+    if found == "emulate" {
+        return Some(NO_EMULATION.into());
+    }
+    let (_, new) = MOVED.iter().find(|(old, _)| *old == found)?;
+    Some(format!(
+        "no field `{found}`: it is `{new}` of the `emulate` section now, \
+         `emulate: ({new}: ...)`, in builds with the `emulate` feature"
+    ))
+}
 
 pub(crate) fn ron_options() -> ron::Options {
     ron::Options::default().with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
@@ -359,7 +311,11 @@ impl Config {
                 e.span.start.line,
                 e.span.start.col
             ),
-            reason: e.code.to_string(),
+            reason: match &e.code {
+                ron::Error::NoSuchStructField { found, .. } => unknown_field(found),
+                _ => None,
+            }
+            .unwrap_or_else(|| e.code.to_string()),
         })?;
         config.validate(&path.display().to_string())?;
         Ok(config)
@@ -401,10 +357,9 @@ impl Config {
             match self.set_field(&field, &value) {
                 Ok(true) => set = true,
                 Ok(false) => {
-                    return Err(bad(format!(
-                        "no field `{field}`; the fields are {}",
-                        FIELDS.join(", ")
-                    )));
+                    return Err(bad(unknown_field(&field).unwrap_or_else(|| {
+                        format!("no field `{field}`; the fields are {}", FIELDS.join(", "))
+                    })));
                 }
                 Err(e) => return Err(bad(format!("field `{field}`: {e}"))),
             }
@@ -417,13 +372,26 @@ impl Config {
 
     /// Check the values; `origin` says where they came from.
     pub fn validate(&self, origin: &str) -> Result<()> {
-        let bad = |field: &str, reason: String| {
-            Err(Error::Config {
+        #[cfg(feature = "emulate")]
+        let emulate = || self.emulate.invalid(&self.sites);
+        #[cfg(not(feature = "emulate"))]
+        let emulate = || None;
+        let wrong = (self.invalid_seconds())
+            .or_else(|| self.invalid_walltime())
+            .or_else(emulate)
+            .or_else(|| self.invalid_job());
+        match wrong {
+            Some((field, reason)) => Err(Error::Config {
                 origin: origin.to_string(),
                 reason: format!("field `{field}`: {reason}"),
-            })
-        };
-        let positive = [
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The first field of seconds out of its range, and why.
+    fn invalid_seconds(&self) -> Option<(&'static str, String)> {
+        let seconds = [
             ("warmup", self.warmup, true),
             ("speed_window", self.speed_window, false),
             ("check_interval", self.check_interval, false),
@@ -432,116 +400,89 @@ impl Config {
             ("poll_interval", self.poll_interval, false),
             ("poll_max", self.poll_max, false),
             ("grace", self.grace, true),
-            ("storage_delay", self.storage_delay, true),
             ("wait_warning", self.wait_warning, false),
             ("progress", self.progress, true),
             ("deadline_margin", self.deadline_margin.unwrap_or(0.0), true),
         ];
-        for (field, v, zero_ok) in positive {
+        for (field, v, zero_ok) in seconds {
             if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {
                 let need = if zero_ok {
                     "zero or more"
                 } else {
                     "more than zero"
                 };
-                return bad(
-                    field,
-                    format!("{v} seconds: must be a finite number of seconds, {need}"),
-                );
+                let why = format!("{v} seconds: must be a finite number of seconds, {need}");
+                return Some((field, why));
             }
         }
         if self.poll_max < self.poll_interval {
-            return bad(
-                "poll_max",
-                format!(
-                    "{} s is below `poll_interval` ({} s): polls back off from \
-                     `poll_interval` up to `poll_max`",
-                    self.poll_max, self.poll_interval
-                ),
+            let why = format!(
+                "{} s is below `poll_interval` ({} s): polls back off from `poll_interval` up \
+                 to `poll_max`",
+                self.poll_max, self.poll_interval
             );
+            return Some(("poll_max", why));
         }
-        if self.check_interval < 0.1 {
-            return bad(
-                "check_interval",
-                format!(
-                    "{} s is below 0.1 s, the least interval at which checking pays",
-                    self.check_interval
-                ),
+        (self.check_interval < 0.1).then(|| {
+            let why = format!(
+                "{} s is below 0.1 s, the least interval at which checking pays",
+                self.check_interval
             );
-        }
+            ("check_interval", why)
+        })
+    }
+
+    /// What is wrong with the walltime, the warm-up fraction of it and the
+    /// deadline's margin, if anything.
+    fn invalid_walltime(&self) -> Option<(&'static str, String)> {
         if let Some(t) = self.walltime
             && (!t.is_finite() || t <= 0.0)
         {
-            return bad(
+            return Some((
                 "walltime",
                 format!("{t}: must be a positive number of seconds"),
-            );
+            ));
         }
         if let Some(f) = self.warmup_fraction {
             if !(f > 0.0 && f < 1.0) {
-                return bad(
-                    "warmup_fraction",
-                    format!("{f}: must be between 0 and 1 (the paper uses 0.05)"),
-                );
+                let why = format!("{f}: must be between 0 and 1 (the paper uses 0.05)");
+                return Some(("warmup_fraction", why));
             }
             if self.walltime.is_none() {
-                return bad(
-                    "warmup_fraction",
-                    "needs `walltime`, the declared walltime in seconds".into(),
-                );
+                let why = "needs `walltime`, the declared walltime in seconds".into();
+                return Some(("warmup_fraction", why));
             }
         }
-        if let Some((i, v)) = self
-            .emulate_speed
-            .iter()
-            .enumerate()
-            .find(|(_, v)| !(v.is_finite() && **v > 0.0 && **v <= 1.0))
-        {
-            return bad(
-                "emulate_speed",
-                format!("entry {i} is {v}: factors are in (0, 1]"),
-            );
-        }
-        if let Some(why) = self.emulate_grid.as_ref().and_then(Grid::invalid) {
-            return bad("emulate_grid", why);
-        }
-        for (field, name) in [("job_id", &self.job_id), ("job_name", &self.job_name)] {
-            if let Some(id) = name
-                && (id.is_empty() || id.contains(['/', '\\']) || id == "." || id == "..")
-            {
-                return bad(
-                    field,
-                    format!("{id:?}: must be a non-empty name without path separators"),
-                );
-            }
-        }
-        if self.resume && self.job_name.is_none() {
-            return bad(
-                "resume",
-                "needs `job_name`, the name of the job whose journal to continue".into(),
-            );
-        }
-        if let (Some(t), Some(m)) = (self.walltime, self.deadline_margin)
-            && m >= t
-        {
-            return bad(
+        match (self.walltime, self.deadline_margin) {
+            (Some(t), Some(m)) if m >= t => Some((
                 "deadline_margin",
                 format!(
                     "{m} s is not less than the walltime, {t} s: the job would stop or warn \
                      before it starts"
                 ),
-            );
+            )),
+            _ => None,
         }
-        if self.signal_dir.as_os_str().is_empty() {
-            return bad("signal_dir", "is empty".into());
+    }
+
+    /// What is wrong with the job's names and directory, if anything.
+    fn invalid_job(&self) -> Option<(&'static str, String)> {
+        for (field, name) in [("job_id", &self.job_id), ("job_name", &self.job_name)] {
+            if let Some(id) = name
+                && (id.is_empty() || id.contains(['/', '\\']) || id == "." || id == "..")
+            {
+                let why = format!("{id:?}: must be a non-empty name without path separators");
+                return Some((field, why));
+            }
         }
-        if matches!(self.hosts, Hosts::Virtual(0)) || matches!(self.sites, Sites::Virtual(0)) {
-            return bad(
-                "hosts/sites",
-                "a virtual group needs at least one member".into(),
-            );
+        if self.resume && self.job_name.is_none() {
+            let why = "needs `job_name`, the name of the job whose journal to continue".into();
+            return Some(("resume", why));
         }
-        Ok(())
+        self.signal_dir
+            .as_os_str()
+            .is_empty()
+            .then(|| ("signal_dir", "is empty".to_string()))
     }
 
     /// The warm-up window `t_l` in seconds.
@@ -583,28 +524,86 @@ mod tests {
         let c: Config = ron_options().from_str("()").unwrap();
         assert_eq!(c, Config::default());
         c.validate("test").unwrap();
-        assert_eq!(FIELDS.len(), 31);
+        assert_eq!(
+            FIELDS.len(),
+            if cfg!(feature = "emulate") { 28 } else { 27 }
+        );
     }
 
+    #[cfg(feature = "emulate")]
     #[test]
-    fn an_emulated_grid_is_checked_and_set_from_the_environment() {
-        let mut c = Config::default();
+    fn the_emulate_section_is_read_from_the_file_or_the_environment_and_checked() {
+        let p = temp_file(
+            "emulate.ron",
+            "(summary: true, emulate: (speed: [1.0, 0.5], hosts: Virtual(4), storage_delay: 0.05))",
+        );
+        let mut c = Config::from_file(&p).unwrap();
+        assert_eq!(c.emulate.speed, [1.0, 0.5]);
+        assert_eq!(c.emulate.storage_delay, 0.05);
+        // The variable replaces the section whole.
         c.apply_env(env(&[(
-            "SOSLB_EMULATE_GRID",
-            "(ranks_per_host: 4, hosts_per_site: 2, distance_delay: 0.02)",
+            "SOSLB_EMULATE",
+            "(grid: (ranks_per_host: 4, hosts_per_site: 2, distance_delay: 0.02))",
         )]))
         .unwrap();
-        assert_eq!(c.emulate_grid.as_ref().map(|g| g.distance(0, 9)), Some(2));
+        assert_eq!(c.emulate.grid.as_ref().map(|g| g.distance(0, 9)), Some(2));
+        assert!(c.emulate.speed.is_empty() && c.emulate.hosts.is_none());
         let e = c
             .apply_env(env(&[(
-                "SOSLB_EMULATE_GRID",
-                "(ranks_per_host: 0, hosts_per_site: 2, distance_delay: 0.02)",
+                "SOSLB_EMULATE",
+                "(grid: (ranks_per_host: 0, hosts_per_site: 2, distance_delay: 0.02))",
             )]))
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("emulate_grid") && e.contains("ranks per host"),
+            e.contains("emulate.grid") && e.contains("ranks per host"),
             "{e}"
+        );
+        std::fs::write(&p, "(emulate: (speed: [1.0, 0.0]))").unwrap();
+        let msg = Config::from_file(&p).unwrap_err().to_string();
+        assert!(
+            msg.contains("emulate.speed") && msg.contains("entry 1"),
+            "{msg}"
+        );
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[cfg(not(feature = "emulate"))]
+    #[test]
+    fn a_build_without_emulation_refuses_the_emulate_section() {
+        let p = temp_file(
+            "no-emulate.ron",
+            "(\n  summary: true,\n  emulate: (speed: [1.0]),\n)",
+        );
+        let msg = Config::from_file(&p).unwrap_err().to_string();
+        assert!(
+            msg.contains(&format!("{}:3:", p.display())) && msg.contains("has no emulation"),
+            "{msg}"
+        );
+        std::fs::remove_file(p).unwrap();
+        let msg = Config::default()
+            .apply_env(env(&[("SOSLB_EMULATE", "(speed: [1.0])")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("SOSLB_EMULATE") && msg.contains("feature `emulate`"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn the_fields_that_moved_into_the_emulate_section_say_where() {
+        let p = temp_file("moved.ron", "(emulate_speed: [1.0, 0.5])");
+        let msg = Config::from_file(&p).unwrap_err().to_string();
+        assert!(msg.contains("`speed` of the `emulate` section"), "{msg}");
+        std::fs::remove_file(p).unwrap();
+        let msg = Config::default()
+            .apply_env(env(&[("SOSLB_STORAGE_DELAY", "0.05")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("SOSLB_STORAGE_DELAY") && msg.contains("emulate: (storage_delay"),
+            "{msg}"
         );
     }
 
@@ -613,7 +612,7 @@ mod tests {
         let p = temp_file(
             "ok.ron",
             "// comment\n(mode: Warmup, walltime: 100.0, warmup_fraction: 0.05, help_policy: Half, \
-             hosts: Virtual(4), sites: Patterns([(\"node*\", \"east\")]), emulate_speed: [1.0, 0.5])",
+             sites: Patterns([(\"node*\", \"east\")]))",
         );
         let mut c = Config::from_file(&p).unwrap();
         assert_eq!(c.mode, Mode::Warmup);
@@ -672,14 +671,6 @@ mod tests {
         let msg = Config::from_file(&p).unwrap_err().to_string();
         assert!(
             msg.contains("poll_max") && msg.contains("0.2 s is below `poll_interval` (0.5 s)"),
-            "{msg}"
-        );
-        std::fs::remove_file(&p).unwrap();
-
-        let p = temp_file("speed.ron", "(emulate_speed: [1.0, 0.0])");
-        let msg = Config::from_file(&p).unwrap_err().to_string();
-        assert!(
-            msg.contains("emulate_speed") && msg.contains("entry 1"),
             "{msg}"
         );
         std::fs::remove_file(&p).unwrap();

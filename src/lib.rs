@@ -20,8 +20,8 @@
 //! time and events. It never waits for the signal files: it hands its
 //! board work to a [`clerk::Clerk`] and goes on computing until the reply
 //! comes. [`Balancer`] is the thin MPI and file shell around both (the
-//! clerk in a thread of its own), and [`sim`] drives the same machine and
-//! clerk with a virtual clock.
+//! clerk in a thread of its own), and the simulator (`sim`, with the
+//! `emulate` feature) drives the same machine and clerk with a virtual clock.
 //!
 //! ## The loop
 //!
@@ -76,16 +76,23 @@
 //!   [`batch`] (the batch system's walltime), [`config`], [`error`].
 //! - On top: [`ffi`] with `fortran/soslb.h` and `fortran/soslb.f90`;
 //!   [`report`] and `src/bin/soslb/` (the `soslb` command).
-//! - Emulation: `scenario` (emulated speeds and costs) and `sim` (the
+//! - Emulation (the cargo feature `emulate`): `emulate` (the config's
+//!   section), `scenario` (emulated speeds and costs) and `sim` (the
 //!   simulator), run by `examples/emulate.rs` and `examples/simulate.rs`.
 //! - Outside `src/`: `scripts/` (set-up, install, tests, benchmarks, the
 //!   paper's figures, a cluster and a Slurm on one machine; the record of the
 //!   figures in `scripts/BENCHMARKS.md`), `examples/` (`slab.f90`, the
 //!   emulator, the simulator, `next_bench.rs`, scenarios), `tests/`.
 //!
-//! ## Without MPI: the simulator
+//! ## Emulation, and the simulator without MPI
+//!
+//! The cargo feature `emulate` (off in the library as installed) adds
+//! emulated speeds, hosts, sites and storage delays (the config's `emulate`
+//! section, module `emulate`), the scenarios of emulated heterogeneity
+//! (`scenario`) and the simulator (`sim`), which runs them without MPI:
 //!
 //! ```
+//! # #[cfg(feature = "emulate")] {
 //! use soslb::{config::Config, policy::Params, scenario::{Factor, Scenario}, sim};
 //! let scenario = Scenario {
 //!     name: "two speeds".into(), ranks: 8, realisations: 2000, base: 0.01,
@@ -94,6 +101,7 @@
 //! let out = sim::simulate(&scenario, &Params::from(&Config::default()), &sim::Options::default())?;
 //! assert!(out.counts.iter().all(|&c| c == 1));       // every id exactly once
 //! println!("efficiency {:.2}", scenario.ideal(8) / out.makespan);
+//! # }
 //! # Ok::<(), soslb::Error>(())
 //! ```
 #![deny(missing_docs)]
@@ -106,6 +114,8 @@ mod comm;
 pub mod config;
 pub mod cost;
 pub mod deadline;
+#[cfg(feature = "emulate")]
+pub mod emulate;
 pub mod error;
 pub mod ffi;
 pub mod ids;
@@ -117,8 +127,10 @@ pub mod progress;
 pub mod protocol;
 pub mod report;
 pub mod resume;
+#[cfg(feature = "emulate")]
 pub mod scenario;
 pub mod seed;
+#[cfg(feature = "emulate")]
 pub mod sim;
 pub mod speed;
 pub mod stats;

@@ -18,7 +18,7 @@
 //! `cost: LogNormal(sigma: 1.0, seed: 7)`: then it is drawn from the id
 //! alone, so that a realisation costs the same on every rank and in every mode.
 
-use crate::config::Grid;
+use crate::emulate::Grid;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

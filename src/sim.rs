@@ -17,14 +17,13 @@
 use crate::board::Board;
 use crate::board::memory::MemoryBoard;
 use crate::clerk::Clerk;
-use crate::config::{Hosts, Sites};
 use crate::error::{Error, Result};
 use crate::ids::IdSet;
 use crate::plan::WarmupReport;
 use crate::policy::{Event, Params, Rank, RankReport, Reply, Request, Step};
 use crate::scenario::Scenario;
 use crate::splitmix64;
-use crate::topology::Topology;
+use crate::topology::{Sites, Topology, virtual_hosts};
 use crate::verdict::Job;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -204,26 +203,20 @@ fn layout(scenario: &Scenario, opts: &Options) -> (Topology, MemoryBoard, f64) {
         n => n,
     };
     let hosts = if per_host > 0 {
-        Hosts::Virtual(per_host)
+        virtual_hosts(p, per_host)
     } else {
-        Hosts::Real
+        vec!["sim".to_string(); p]
     };
-    let sites = if per_site > 0 {
-        Sites::Virtual(per_site)
-    } else {
-        Sites::Single
-    };
-    let topology = Topology::new(vec!["sim".to_string(); p], &hosts, &sites);
+    let mut topology = Topology::new(hosts, &Sites::Single);
+    if per_site > 0 {
+        topology = topology.with_virtual_sites(per_site);
+    }
     let distance_delay = grid.map_or(0.0, |g| g.distance_delay);
     let mut board = MemoryBoard::new();
     if let Some(g) = grid.filter(|_| distance_delay > 0.0) {
         // The emulator slows the far path by its own layout, whatever the
         // library's hosts and sites.
-        let laid = Topology::new(
-            vec!["sim".to_string(); p],
-            &Hosts::Virtual(g.ranks_per_host),
-            &Sites::Virtual(g.hosts_per_site),
-        );
+        let laid = Topology::laid_out(p, g.ranks_per_host, g.hosts_per_site);
         board = board.with_distance_delay(laid, distance_delay);
     }
     (topology, board, distance_delay)

@@ -1,8 +1,23 @@
 //! Hosts and sites of the ranks, and the distance helpers prefer (DESIGN §7):
 //! 0 on the same host, 1 on the same site, 2 elsewhere.
 
-use crate::config::{Hosts, Sites};
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+
+/// How hosts are grouped into sites (the config's `sites`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub enum Sites {
+    /// Every host on one site.
+    #[default]
+    Single,
+    /// Host-name patterns (`*` and `?` wildcards) and their site, first match
+    /// wins; unmatched hosts form a site named after themselves.
+    Patterns(Vec<(String, String)>),
+    /// Measured at init: 1 KiB ping-pongs between ranks of different hosts
+    /// (5 round trips, the first discarded), clustered by mLB's ratio-jump
+    /// rule with `D = 1.6`, reconciled over all ranks.
+    Measure,
+}
 
 /// Host and site of every rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,16 +82,10 @@ impl IdleMap {
 }
 
 impl Topology {
-    /// The topology from the real host name of every rank and the config's
-    /// emulation or site patterns (`Sites::Measure` starts as one site: see
+    /// The topology from the host name of every rank and the config's site
+    /// patterns (`Sites::Measure` starts as one site: see
     /// [`Topology::with_measured_sites`]).
-    pub fn new(real_hosts: Vec<String>, hosts: &Hosts, sites: &Sites) -> Topology {
-        let hosts: Vec<String> = match *hosts {
-            Hosts::Real => real_hosts,
-            Hosts::Virtual(n) => (0..real_hosts.len())
-                .map(|r| format!("vhost{}", r / n.max(1)))
-                .collect(),
-        };
+    pub fn new(hosts: Vec<String>, sites: &Sites) -> Topology {
         let sites = match sites {
             Sites::Single | Sites::Measure => vec!["site".to_string(); hosts.len()],
             Sites::Patterns(patterns) => hosts
@@ -88,20 +97,6 @@ impl Topology {
                         .map_or_else(|| h.clone(), |(_, s)| s.clone())
                 })
                 .collect(),
-            Sites::Virtual(n) => {
-                // Number the distinct hosts in order of first appearance.
-                let mut seen: Vec<&str> = Vec::new();
-                hosts
-                    .iter()
-                    .map(|h| {
-                        let k = seen.iter().position(|s| s == h).unwrap_or_else(|| {
-                            seen.push(h);
-                            seen.len() - 1
-                        });
-                        format!("vsite{}", k / n.max(&1))
-                    })
-                    .collect()
-            }
         };
         let host_ix = numbered(&hosts);
         let site_ix = numbered(&sites);
@@ -169,8 +164,34 @@ impl Topology {
 
     /// Replace the sites by measured ones: `site_of[r]` numbers rank `r`'s
     /// site (see [`measured_sites`]).
-    pub fn with_measured_sites(mut self, site_of: &[usize]) -> Topology {
-        let sites: Vec<String> = site_of.iter().map(|k| format!("msite{k}")).collect();
+    pub fn with_measured_sites(self, site_of: &[usize]) -> Topology {
+        self.with_sites(site_of.iter().map(|k| format!("msite{k}")).collect())
+    }
+
+    /// Emulation and tests: consecutive groups of `per_site` hosts (in
+    /// order of first appearance) form virtual sites `vsite<k>`.
+    #[cfg(any(test, feature = "emulate"))]
+    pub fn with_virtual_sites(self, per_site: usize) -> Topology {
+        let sites = (self.host_ix.iter())
+            .map(|&h| format!("vsite{}", h as usize / per_site.max(1)))
+            .collect();
+        self.with_sites(sites)
+    }
+
+    /// Emulation and tests: `ranks` ranks on virtual hosts of `per_host`
+    /// ranks, in virtual sites of `per_site` hosts (0: one site).
+    #[cfg(any(test, feature = "emulate"))]
+    pub fn laid_out(ranks: usize, per_host: usize, per_site: usize) -> Topology {
+        let t = Topology::new(virtual_hosts(ranks, per_host), &Sites::Single);
+        if per_site > 0 {
+            t.with_virtual_sites(per_site)
+        } else {
+            t
+        }
+    }
+
+    /// The sites replaced by `sites`, the site name of each rank.
+    fn with_sites(mut self, sites: Vec<String>) -> Topology {
         self.site_ix = numbered(&sites);
         self.host_site = host_sites(&self.host_ix, &self.site_ix);
         self.site_count = count(&self.site_ix);
@@ -225,6 +246,15 @@ impl Topology {
     pub fn first_remote(&self, r: usize) -> Option<usize> {
         (0..self.ranks()).find(|&o| self.host_ix[o] != self.host_ix[r])
     }
+}
+
+/// Emulation and tests: the names of `ranks` ranks on virtual hosts of
+/// `per_host` ranks each, `vhost<k>` for ranks `k·per_host ..`.
+#[cfg(any(test, feature = "emulate"))]
+pub fn virtual_hosts(ranks: usize, per_host: usize) -> Vec<String> {
+    (0..ranks)
+        .map(|r| format!("vhost{}", r / per_host.max(1)))
+        .collect()
 }
 
 /// mLB's ratio-jump rule: sort round-trip times to other ranks and cut at
@@ -314,7 +344,7 @@ mod tests {
     fn distances_follow_hosts_and_sites() {
         let hosts = names(&["a1", "a1", "a2", "b1"]);
         let sites = Sites::Patterns(vec![("a*".into(), "A".into())]);
-        let t = Topology::new(hosts, &Hosts::Real, &sites);
+        let t = Topology::new(hosts, &sites);
         assert_eq!(t.distance(0, 1), 0);
         assert_eq!(t.distance(0, 2), 1);
         assert_eq!(t.distance(0, 3), 2);
@@ -338,29 +368,28 @@ mod tests {
         let hosts = names(&["a", "a", "b", "c", "d"]);
         let near = vec![vec![2], vec![2], vec![0, 1], vec![4, 0], vec![3]];
         assert_eq!(measured_sites(&hosts, &near), vec![0, 0, 0, 3, 3]);
-        let t = Topology::new(hosts, &Hosts::Real, &Sites::Single)
-            .with_measured_sites(&[0, 0, 0, 3, 3]);
+        let t = Topology::new(hosts, &Sites::Single).with_measured_sites(&[0, 0, 0, 3, 3]);
         assert_eq!(t.distance(0, 2), 1);
         assert_eq!(t.distance(0, 3), 2);
     }
 
     #[test]
     fn virtual_hosts_and_sites_emulate_a_grid() {
-        let t = Topology::new(names(&["m"; 8]), &Hosts::Virtual(2), &Sites::Virtual(2));
+        let t = Topology::laid_out(8, 2, 2);
         assert_eq!(t.host(3), "vhost1");
         assert_eq!(t.site(3), "vsite0");
         assert_eq!(t.site(4), "vsite1");
         assert_eq!(t.distance(0, 1), 0);
         assert_eq!(t.distance(0, 2), 1);
         assert_eq!(t.distance(0, 7), 2);
-        let one = Topology::new(names(&["m"; 3]), &Hosts::Real, &Sites::Single);
+        let one = Topology::new(names(&["m"; 3]), &Sites::Single);
         assert_eq!(one.first_remote(0), None);
     }
 
     #[test]
     fn the_hosts_nearer_to_an_owner_are_its_host_then_its_site() {
         // 2 sites of 2 hosts of 2 ranks: rank 5 on host 2, site 1.
-        let t = Topology::new(vec!["m".into(); 8], &Hosts::Virtual(2), &Sites::Virtual(2));
+        let t = Topology::laid_out(8, 2, 2);
         let nearer = |d| t.hosts_nearer(5, d).collect::<Vec<_>>();
         assert_eq!(nearer(0), Vec::<usize>::new());
         assert_eq!(nearer(1), [2]);
@@ -373,7 +402,7 @@ mod tests {
     #[test]
     fn free_ranks_nearer_to_an_owner_are_counted_by_host_and_site() {
         // 2 sites × 2 hosts × 2 ranks; free: 1 (host 0), 2 and 3 (host 1), 6 (site 1).
-        let t = Topology::new(names(&["m"; 8]), &Hosts::Virtual(2), &Sites::Virtual(2));
+        let t = Topology::laid_out(8, 2, 2);
         let map = t.idle_map(4, [1, 2, 3, 6, 99]);
         assert_eq!(map.ranks, 4);
         // Owner 0: its own host has 1 free rank, its site 3.

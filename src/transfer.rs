@@ -256,7 +256,6 @@ impl Shedding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Hosts, Sites};
 
     #[test]
     fn nothing_moves_between_hosts_that_end_together() {
@@ -321,7 +320,7 @@ mod tests {
 
     #[test]
     fn each_rank_sends_its_part_to_its_place_on_the_other_host() {
-        let topology = Topology::new(vec!["h".into(); 8], &Hosts::Virtual(4), &Sites::Single);
+        let topology = Topology::laid_out(8, 4, 0);
         let mut job = Job {
             moves: std::sync::Arc::new(vec![Move {
                 from: 0,

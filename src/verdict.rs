@@ -491,11 +491,7 @@ mod tests {
 
     /// `n` ranks on one host.
     fn flat(n: usize) -> Topology {
-        Topology::new(
-            vec!["m".into(); n],
-            &crate::config::Hosts::Real,
-            &crate::config::Sites::Single,
-        )
+        Topology::new(vec!["m".into(); n], &crate::topology::Sites::Single)
     }
 
     fn wave(statuses: &[Status]) -> Words {
@@ -533,8 +529,7 @@ mod tests {
     fn a_rank_reaches_the_shared_board_and_its_own_hosts_board_only() {
         let top = Topology::new(
             ["a", "a", "b", "b"].map(String::from).to_vec(),
-            &crate::config::Hosts::Real,
-            &crate::config::Sites::Single,
+            &crate::topology::Sites::Single,
         );
         let shared = Status {
             sos_open: true,
@@ -562,8 +557,7 @@ mod tests {
         s[100].speed_milli = 2500;
         s[7].sos_open = true;
         // 13 virtual hosts of 10 ranks: 0 on host 0, 64 and 65 on host 6.
-        let hosts = crate::config::Hosts::Virtual(10);
-        let topology = Topology::new(vec!["m".into(); n], &hosts, &crate::config::Sites::Single);
+        let topology = Topology::laid_out(n, 10, 0);
         let job = wave(&s).job(&topology);
         assert_eq!(job.open, 1);
         assert_eq!(job.completed, 2 * 126 + 4);
@@ -706,9 +700,8 @@ mod tests {
 
     #[test]
     fn a_wave_sums_the_ids_left_and_the_speeds_per_host() {
-        use crate::config::{Hosts, Sites};
         // Hosts: ranks 0, 1 on vhost0; 2, 3 on vhost1.
-        let top = Topology::new(vec!["m".into(); 4], &Hosts::Virtual(2), &Sites::Single);
+        let top = Topology::laid_out(4, 2, 0);
         let status = |remaining, speed: u64| Status {
             remaining,
             speed_milli: speed * 1000,

@@ -30,7 +30,8 @@ fn build(name: &str, source: &str) -> PathBuf {
     assert!(
         lib.is_file(),
         "{} does not exist: the Fortran tests link the static library of this test run; \
-         build it with `cargo build --release --all-targets` (scripts/test.sh does)",
+         build it with `cargo build --release --all-targets --features emulate` \
+         (scripts/test.sh does)",
         lib.display()
     );
     let dir = common::temp_dir(&format!("fortran-build-{name}"));
@@ -255,7 +256,7 @@ fn slab_statistics_are_identical_whatever_the_balancing_did() {
     let dir = Scratch::new("slab-stats");
     let config = dir.file(
         "stats.ron",
-        "(summary: true, emulate_speed: [1.0, 0.25, 1.0, 1.0, 0.5])",
+        "(summary: true, emulate: (speed: [1.0, 0.25, 1.0, 1.0, 0.5]))",
     );
     let mut first: Option<(String, String)> = None;
     for np in [1, 3, 4] {
@@ -281,7 +282,7 @@ fn every_id_is_computed_once_from_fortran() {
     let dir = Scratch::new("ids");
     let config = dir.file(
         "ids.ron",
-        "(mode: Full, warmup: 0.2, speed_window: 0.5, summary: true,\n emulate_speed: [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.2, 0.2])",
+        "(mode: Full, warmup: 0.2, speed_window: 0.5, summary: true,\n emulate: (speed: [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.2, 0.2]))",
     );
     // Ranks 4 to 7 slow down four times 0.5 s after init, past the warm-up:
     // the SOS/AID help has to move ids at run time. (With the default
@@ -539,7 +540,7 @@ fn a_killed_job_resumed_twice_gives_the_bits_of_an_uninterrupted_one() {
     let dir = Scratch::new("resume-kill");
     let total = "4000";
     let slow = "summary: true, warmup: 0.3, check_interval: 0.1, \
-                emulate_speed: [0.1, 0.1, 0.1, 0.05]";
+                emulate: (speed: [0.1, 0.1, 0.1, 0.05])";
     let reference = dir.file("reference.ron", &format!("({slow})"));
     let config = dir.file("cut.ron", &format!("({slow}, job_name: \"cut\")"));
     let uninterrupted = run_ok(3, "slab", &[total, &reference], &dir, &[]);

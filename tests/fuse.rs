@@ -206,7 +206,7 @@ fn emulate_on_views(views: &Views, scenario: &Path, mode: &str) -> (Output, Stri
         c.env_remove(k);
     }
     c.env("SOSLB_SIGNAL_DIR", views.common.join("signals"))
-        .env("SOSLB_HOSTS", "Virtual(8)")
+        .env("SOSLB_EMULATE", "(hosts: Virtual(8))")
         .env("SOSLB_DISCOVERY", "Poll")
         // Every SOS on the FUSE views: the protocol under test.
         .env("SOSLB_HOST_BOARD", "false")

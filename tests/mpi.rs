@@ -353,7 +353,7 @@ fn a_slowed_host_of_a_large_job_sends_its_excess_to_other_hosts() {
 #[test]
 fn slow_storage_keeps_every_id_once() {
     let env = [
-        ("SOSLB_STORAGE_DELAY", "0.003"),
+        ("SOSLB_EMULATE", "(storage_delay: 0.003)"),
         ("SOSLB_HOST_BOARD", "false"),
     ];
     let run = emulate("slow3", "full", &env);
@@ -391,7 +391,10 @@ fn a_reused_job_id_gets_a_fresh_run_directory_and_the_old_one_is_untouched() {
 
 #[test]
 fn measured_sites_on_emulated_hosts() {
-    let env = [("SOSLB_HOSTS", "Virtual(2)"), ("SOSLB_SITES", "Measure")];
+    let env = [
+        ("SOSLB_EMULATE", "(hosts: Virtual(2))"),
+        ("SOSLB_SITES", "Measure"),
+    ];
     let run = emulate("speeds8", "full", &env);
     run.assert_exactly_once(1200);
     // Every rank measured and logged its host and site.

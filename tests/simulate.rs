@@ -698,9 +698,8 @@ fn rank_of_two(me: usize, total: u64) -> soslb::policy::Rank {
 
 /// [`rank_of_two`] with these parameters.
 fn rank_of_two_with(me: usize, total: u64, p: Params) -> soslb::policy::Rank {
-    use soslb::config::{Hosts, Sites};
-    use soslb::topology::Topology;
-    let topology = Topology::new(vec!["h".into(); 2], &Hosts::Real, &Sites::Single);
+    use soslb::topology::{Sites, Topology};
+    let topology = Topology::new(vec!["h".into(); 2], &Sites::Single);
     soslb::policy::Rank::new(me, total, p, topology)
 }
 

@@ -41,7 +41,7 @@ use mpi::traits::Communicator;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use termination::{BUSY_TEST_INTERVAL, TEST_INTERVAL, Termination, Tested};
 use transfers::Transfers;
 
@@ -67,10 +67,9 @@ pub struct Balancer {
     duties: Duties,
     end: Termination,
     transfers: Transfers,
-    /// `1 / emulate_speed - 1`: extra sleep per second of computing.
-    stretch: f64,
-    /// When the chunk being computed was handed out (for the stretch).
-    handed_out: Option<Instant>,
+    /// The emulated slowness of this rank.
+    #[cfg(feature = "emulate")]
+    stretch: crate::emulate::Stretch,
     observables: Observables,
     /// The storage cost, timed in the background at init
     /// ([`crate::board::file::FileBoard::probe_storage`]), until it arrives.
@@ -128,8 +127,8 @@ impl Balancer {
             duties: s.duties,
             end: s.end,
             transfers: Transfers::new(),
+            #[cfg(feature = "emulate")]
             stretch: s.stretch,
-            handed_out: None,
             observables: Observables::new(),
             storage_probe: s.storage_probe,
             init_seconds: s.init_seconds,
@@ -176,11 +175,8 @@ impl Balancer {
         if let Some(piece) = self.duties.pending() {
             return Ok(Some(piece));
         }
-        if self.stretch > 0.0
-            && let Some(t) = self.handed_out.take()
-        {
-            std::thread::sleep(t.elapsed().mul_f64(self.stretch));
-        }
+        #[cfg(feature = "emulate")]
+        self.stretch.sleep();
         let now = self.now();
         // The journal's write is not computing time: the chunk handed out
         // next starts after it.
@@ -278,9 +274,8 @@ impl Balancer {
         if now >= self.end.next_test && self.wave_tick(now, false) {
             return Look::Verdict;
         }
-        if self.stretch > 0.0 {
-            self.handed_out = Some(Instant::now());
-        }
+        #[cfg(feature = "emulate")]
+        self.stretch.start();
         Look::Ids(self.duties.hand_out(ids))
     }
 

@@ -46,8 +46,9 @@ pub(super) struct Started {
     pub(super) discovery: Option<Discovery>,
     pub(super) duties: Duties,
     pub(super) end: Termination,
-    /// `1 / emulate_speed - 1`: extra sleep per second of computing.
-    pub(super) stretch: f64,
+    /// The emulated slowness of this rank.
+    #[cfg(feature = "emulate")]
+    pub(super) stretch: crate::emulate::Stretch,
     /// The storage cost, timed in the background at init
     /// ([`FileBoard::probe_storage`]), until it arrives.
     pub(super) storage_probe: Option<Receiver<f64>>,
@@ -90,8 +91,9 @@ pub(super) fn start(
 ) -> Result<Started> {
     phases.lap("dup");
     let mut g = lay_ground(&comm, total, config, &mut phases)?;
-    let (me, config) = (comm.rank(), &g.config);
-    let stretch = config.emulate_speed.get(me).map_or(0.0, |s| 1.0 / s - 1.0);
+    let me = comm.rank();
+    #[cfg(feature = "emulate")]
+    let stretch = g.config.emulate.stretch(me);
     g.announce(&comm, total);
     let journal = g.open_journal(&comm, total)?;
     let to_compute = journal.as_ref().map_or(total, |j| j.to_compute(total));
@@ -140,6 +142,7 @@ pub(super) fn start(
         discovery: g.discovery,
         duties,
         end,
+        #[cfg(feature = "emulate")]
         stretch,
         storage_probe,
         init_seconds,
@@ -222,11 +225,11 @@ fn agree_settings(comm: &Comm, total: u64, config: Result<Config>) -> Result<Con
 /// The ranks' hosts and sites (collective).
 fn topology_of(comm: &Comm, config: &Config) -> Topology {
     let name = mpi::environment::processor_name().unwrap_or_else(|_| "unknown".into());
-    let topology = Topology::new(
-        comm.all_gather_strings(&name, 256),
-        &config.hosts,
-        &config.sites,
-    );
+    let names = comm.all_gather_strings(&name, 256);
+    #[cfg(feature = "emulate")]
+    let topology = config.emulate.topology(names, &config.sites);
+    #[cfg(not(feature = "emulate"))]
+    let topology = Topology::new(names, &config.sites);
     if config.sites == config::Sites::Measure {
         return measure_sites(comm, topology);
     }
@@ -390,17 +393,9 @@ fn open_board(
         } else {
             Monitor::disabled(me)
         };
-        let delay = Duration::from_secs_f64(config.storage_delay);
-        let delay_to = match &config.emulate_grid {
-            Some(g) => (0..comm.size())
-                .map(|r| Duration::from_secs_f64(g.distance(me, r) as f64 * g.distance_delay))
-                .collect(),
-            None => Vec::new(),
-        };
-        let board = board
-            .with_delay(delay)
-            .with_delays_to(delay_to)
-            .with_host_dir(node_dir);
+        let board = board.with_host_dir(node_dir);
+        #[cfg(feature = "emulate")]
+        let board = config.emulate.slow(board, me, comm.size());
         Ok((board, monitor))
     })
 }

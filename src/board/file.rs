@@ -61,7 +61,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant};
+#[cfg(feature = "emulate")]
+use std::time::Duration;
+use std::time::Instant;
 
 /// What rank 0 records in `job.ron`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -231,6 +233,7 @@ pub fn file_name_of(host: &str) -> String {
 
 /// A fault to inject, for the tests that prove the protocol needs what it
 /// relies on.
+#[cfg(any(test, feature = "emulate"))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// Claims by a plain create (`O_CREAT | O_TRUNC`, no `O_EXCL`): every
@@ -246,8 +249,11 @@ pub struct FileBoard {
     ops: u64,
     /// Emulated storage latency before every operation, and more before
     /// those on the files of each rank's SOS (a farther site).
+    #[cfg(feature = "emulate")]
     delay: Duration,
+    #[cfg(feature = "emulate")]
     delay_to: Vec<Duration>,
+    #[cfg(any(test, feature = "emulate"))]
     fault: Option<Fault>,
     /// Problems met and got round (an obstacle moved aside), for the caller
     /// to report.
@@ -285,8 +291,11 @@ impl FileBoard {
             dir: dir.to_owned(),
             rank,
             ops: 0,
+            #[cfg(feature = "emulate")]
             delay: Duration::ZERO,
+            #[cfg(feature = "emulate")]
             delay_to: Vec::new(),
+            #[cfg(any(test, feature = "emulate"))]
             fault: None,
             notes: Vec::new(),
             moved: 0,
@@ -305,6 +314,7 @@ impl FileBoard {
     }
 
     /// Sleep `d` before every operation: emulated storage latency.
+    #[cfg(feature = "emulate")]
     pub fn with_delay(mut self, d: Duration) -> Self {
         self.delay = d;
         self
@@ -312,12 +322,14 @@ impl FileBoard {
 
     /// Sleep `extra[r]` more before every operation on the files of rank
     /// `r`'s SOS: a slower path to another site's storage.
+    #[cfg(feature = "emulate")]
     pub fn with_delays_to(mut self, extra: Vec<Duration>) -> Self {
         self.delay_to = extra;
         self
     }
 
     /// Inject `fault` (tests).
+    #[cfg(any(test, feature = "emulate"))]
     pub fn with_fault(mut self, fault: Fault) -> Self {
         self.fault = Some(fault);
         self
@@ -365,11 +377,14 @@ impl FileBoard {
     /// arrive on the channel; nothing does if the read fails.
     pub fn probe_storage(&self) -> mpsc::Receiver<f64> {
         let (tx, rx) = mpsc::channel();
-        let (path, delay) = (job_path(&self.dir), self.delay);
+        let path = job_path(&self.dir);
+        #[cfg(feature = "emulate")]
+        let delay = self.delay;
         let _ = thread::Builder::new()
             .name("soslb-probe".into())
             .spawn(move || {
                 let t = Instant::now();
+                #[cfg(feature = "emulate")]
                 thread::sleep(delay);
                 if fs::read(&path).is_ok() {
                     let _ = tx.send(t.elapsed().as_secs_f64());
@@ -382,12 +397,22 @@ impl FileBoard {
     /// index), after the emulated latency.
     fn op(&mut self, owner: Option<usize>) {
         self.ops += 1;
+        self.latency(owner);
+    }
+
+    /// Sleep the emulated latency of an operation on `owner`'s files.
+    #[cfg(feature = "emulate")]
+    fn latency(&self, owner: Option<usize>) {
         let extra = owner.and_then(|r| self.delay_to.get(r).copied());
         let d = self.delay + extra.unwrap_or_default();
         if !d.is_zero() {
             thread::sleep(d);
         }
     }
+
+    /// No emulated latency in this build.
+    #[cfg(not(feature = "emulate"))]
+    fn latency(&self, _: Option<usize>) {}
 
     /// Write `body` aside and rename it over `path`; an obstacle at `path`
     /// that a rename cannot replace (a directory) is moved aside first, and
@@ -496,10 +521,11 @@ impl Board for FileBoard {
         self.op(Some(claim.owner));
         let path = claim_path(&self.dir, claim.owner, &claim.slot);
         let mut options = OpenOptions::new();
-        match self.fault {
-            Some(Fault::PlainCreate) => options.write(true).create(true).truncate(true),
-            None => options.write(true).create_new(true),
-        };
+        options.write(true).create_new(true);
+        #[cfg(any(test, feature = "emulate"))]
+        if self.fault == Some(Fault::PlainCreate) {
+            options.create_new(false).create(true).truncate(true);
+        }
         // The owner's directory of claims is made by the first claim.
         let mut opened = options.open(&path);
         if let (Err(e), Some(dir)) = (&opened, path.parent())

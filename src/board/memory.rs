@@ -170,11 +170,10 @@ impl Board for MemoryBoard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Hosts, Sites};
 
     #[test]
     fn the_first_claim_wins_and_far_files_cost_more() {
-        let topology = Topology::new(vec!["m".into(); 4], &Hosts::Virtual(1), &Sites::Virtual(2));
+        let topology = Topology::laid_out(4, 1, 2);
         let mut a = MemoryBoard::new().with_distance_delay(topology, 0.1);
         let mut b = a.clone();
         let slot = Slot {

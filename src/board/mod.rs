@@ -5,7 +5,8 @@
 //! one thing: which rank's claim of a slot was first. Everything else (when
 //! to post, what to claim) is decided by [`crate::policy`]. Two boards
 //! implement [`Board`]: [`file::FileBoard`], files on a directory (the
-//! product), and [`memory::MemoryBoard`], for unit tests and the simulator.
+//! product), and `memory::MemoryBoard`, for unit tests and the simulator
+//! (with the `emulate` feature).
 //!
 //! # Exactly once
 //!
@@ -64,6 +65,7 @@ use crate::protocol::{Claim, Index, Slot, Sos};
 pub mod file;
 pub mod format;
 pub mod fs;
+#[cfg(feature = "emulate")]
 pub mod memory;
 pub mod node;
 pub mod warn;

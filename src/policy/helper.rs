@@ -408,10 +408,9 @@ mod tests {
 
     #[test]
     fn a_helper_that_never_stole_that_far_counts_the_steal_as_its_peers_measured() {
-        use crate::config::{Hosts, Sites};
         // 2 sites of 2 hosts of 2 ranks: the owner is rank 0, the earlier
         // helper rank 2 (distance 1) measured its steals at 0.2 s.
-        let topology = Topology::new(vec!["m".into(); 8], &Hosts::Virtual(2), &Sites::Virtual(2));
+        let topology = Topology::laid_out(8, 2, 2);
         let mut p = post_helped(0.0);
         p.helped[0].by = 2;
         p.helped[0].steal_cost = 0.2;

@@ -21,7 +21,8 @@ pub fn example(name: &str) -> PathBuf {
     let p = target_dir().join("examples").join(name);
     assert!(
         p.is_file(),
-        "{} is not built: run cargo build --examples (scripts/test.sh does)",
+        "{} is not built: run cargo build --release --features emulate --examples \
+         (scripts/test.sh does)",
         p.display()
     );
     p

@@ -51,7 +51,7 @@ pub fn install(prefix: &Path) {
     let lib = super::target_dir().join("libsoslb.a");
     assert!(
         lib.is_file(),
-        "{} does not exist: build it with `cargo build --release --all-targets` \
+        "{} does not exist: build it with `cargo build --release --all-targets --features emulate` \
          (scripts/test.sh does)",
         lib.display()
     );
