@@ -44,7 +44,7 @@
 //! ```
 
 use crate::config::Mode;
-use crate::policy::Params;
+use crate::policy::params::Params;
 use crate::topology::Topology;
 pub use crate::verdict::Move;
 use crate::verdict::{Job, bit, hosts_end};

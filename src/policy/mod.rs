@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 pub mod helper;
 mod owner;
-mod params;
+pub mod params;
 mod replies;
 pub mod request;
 mod step;
