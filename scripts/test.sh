@@ -61,7 +61,7 @@ structure_checks() {
     if bash scripts/check-layers.sh "$tree/src" 2>"$tree/out"; then
         echo "test.sh: check-layers.sh missed the loop error -> balancer" >&2; exit 1
     fi
-    grep -q 'src/error.rs' "$tree/out" || { cat "$tree/out" >&2; exit 1; }
+    grep -q '^  error.rs -> balancer/mod.rs' "$tree/out" || { cat "$tree/out" >&2; exit 1; }
     rm -rf "$tree"
 }
 
