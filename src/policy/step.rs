@@ -10,31 +10,31 @@ use std::ops::Range;
 /// What the rank does next.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
-    /// Compute these ids, then call [`Rank::next`] again.
+    /// Compute these ids, then call [`Rank::next`](super::Rank::next) again.
     Compute(Range<u64>),
     /// The warm-up is over: gather every rank's report (one collective) and
-    /// pass them to [`Rank::apply_plan`]. Meanwhile the rank computes its
-    /// reserve: call [`Rank::next`] again.
+    /// pass them to [`Rank::apply_plan`](super::Rank::apply_plan). Meanwhile the rank computes its
+    /// reserve: call [`Rank::next`](super::Rank::next) again.
     Exchange(WarmupReport),
     /// The reserve is done and the plan has not come yet: wait for the
-    /// exchange to complete, apply the plan, then call [`Rank::next`] again.
+    /// exchange to complete, apply the plan, then call [`Rank::next`](super::Rank::next) again.
     AwaitPlan,
     /// No work now. Wait until `until` (seconds since the start) or until the
-    /// open index changes, then call [`Rank::next`] again; a rank that stays
+    /// open index changes, then call [`Rank::next`](super::Rank::next) again; a rank that stays
     /// idle is ready to terminate.
     Idle {
         /// When to look again (infinite: nothing will come but termination).
         until: f64,
     },
     /// Hand this request to the rank's clerk ([`crate::clerk`]), then call
-    /// [`Rank::next`] again; give the clerk's reply to [`Rank::reply`] when
+    /// [`Rank::next`](super::Rank::next) again; give the clerk's reply to [`Rank::reply`](super::Rank::reply) when
     /// it comes.
     Ask(Box<Request>),
     /// No work until the reply to the request out comes: wait for it, give
-    /// it to [`Rank::reply`], then call [`Rank::next`] again.
+    /// it to [`Rank::reply`](super::Rank::reply), then call [`Rank::next`](super::Rank::next) again.
     AwaitReply,
     /// Send these ids to rank `to` (a host transfer, [`crate::transfer`]),
-    /// which gives them to its [`Rank::receive`]; then call [`Rank::next`]
+    /// which gives them to its [`Rank::receive`](super::Rank::receive); then call [`Rank::next`](super::Rank::next)
     /// again. Until they arrive they are the message's.
     Send {
         /// The receiving rank.

@@ -46,7 +46,7 @@ impl Rank {
         self.apply_planned(reports, &rescale(reports), now)
     }
 
-    /// [`Rank::apply_plan`] with the plan of `reports` already made (the
+    /// [`Rank::apply_plan`](super::Rank::apply_plan) with the plan of `reports` already made (the
     /// simulator makes it once for all its ranks).
     pub fn apply_planned(&mut self, reports: &[WarmupReport], plan: &Plan, now: f64) -> Result<()> {
         if self.phase != Phase::Exchanging {
