@@ -431,19 +431,8 @@ impl Journal {
 
 #[cfg(test)]
 mod tests {
+    use super::prior::tests::{obs, set};
     use super::*;
-
-    fn set(ranges: &[(u64, u64)]) -> IdSet {
-        let mut s = IdSet::new();
-        ranges.iter().for_each(|&(a, b)| s.insert(a..b));
-        s
-    }
-
-    fn obs(values: &[f64]) -> Observables {
-        let mut o = Observables::new();
-        values.iter().for_each(|&x| o.add(&[x, -x]).unwrap());
-        o
-    }
 
     fn temp(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("soslb-resume-{}-{name}", std::process::id()));

@@ -542,20 +542,7 @@ impl Rank {
         if self.pending.is_empty() || self.asking.is_some() {
             return None;
         }
-        let level = self.pending[0].0;
-        let slots = (self.pending.iter())
-            .filter(|p| p.0 == level)
-            .map(|p| p.1.clone())
-            .collect();
-        let claim = self.claim_template(now);
-        self.ask(
-            Request::Claim {
-                level,
-                slots,
-                claim,
-            },
-            Asking::Claim { level },
-        );
+        self.claim_all(now, self.pending[0].0);
         self.outbox.take()
     }
 

@@ -530,19 +530,11 @@ impl Rank {
             return;
         };
         let slots = self.front_slots(now);
-        let claim = self.claim_template(now);
-        self.ask(
-            Request::Claim {
-                level,
-                slots,
-                claim,
-            },
-            Asking::Claim { level },
-        );
+        self.claim_slots(now, level, slots);
     }
 
     /// Claim every pending slot on `level`'s board (an SOS that moves).
-    fn claim_all(&mut self, now: f64, level: Level) {
+    pub(super) fn claim_all(&mut self, now: f64, level: Level) {
         let slots = (self.pending.iter())
             .filter(|p| p.0 == level)
             .map(|p| p.1.clone())

@@ -225,16 +225,16 @@ impl IdMap {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn set(ranges: &[(u64, u64)]) -> IdSet {
+    pub(in crate::resume) fn set(ranges: &[(u64, u64)]) -> IdSet {
         let mut s = IdSet::new();
         ranges.iter().for_each(|&(a, b)| s.insert(a..b));
         s
     }
 
-    fn obs(values: &[f64]) -> Observables {
+    pub(in crate::resume) fn obs(values: &[f64]) -> Observables {
         let mut o = Observables::new();
         values.iter().for_each(|&x| o.add(&[x, -x]).unwrap());
         o
