@@ -18,7 +18,7 @@
 //! never an id, and is reported once.
 
 use crate::board::{Board, Claimed, Probe};
-use crate::cost::slot;
+use crate::cost::{OPS, TRIES, claim_reads, search_reads, slot};
 use crate::error::{Error, Result};
 #[cfg(feature = "emulate")]
 use crate::policy::Step;
@@ -28,18 +28,6 @@ use crate::protocol::{Claim, Entry, Index, Level, Post, Slot, Sos, SosState};
 use crate::topology::Topology;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// SOS a search reads that show nothing to take before it gives up until
-/// its next poll: each read is an operation.
-const EMPTY_READS: usize = 2;
-
-/// Writes of the index by one change at most, each checked by a read
-/// ([`Clerk::list`]).
-const LIST_TRIES: usize = 4;
-
-/// Claims of this rank's slots by helpers that one request reads, to tell
-/// who the helpers are (the rest are known taken by their names alone).
-const CLAIM_READS: usize = 1;
 
 /// Carries out one rank's requests on the boards. Its state is the
 /// helper's memory of its searches.
@@ -76,7 +64,7 @@ impl Clerk {
             params: rank.params().clone(),
             topology: rank.topology().clone(),
             host_copy_broken: false,
-            reads_left: CLAIM_READS,
+            reads_left: claim_reads(),
             empty: Vec::new(),
             idle_polls: 0,
             last_poll: f64::NEG_INFINITY,
@@ -113,7 +101,7 @@ impl Clerk {
         mut host: Option<&mut (dyn Board + 's)>,
     ) -> Reply {
         self.looks = (0, 0);
-        self.reads_left = CLAIM_READS;
+        self.reads_left = claim_reads();
         let before = [Some(shared.ops()), host.as_ref().map(|h| h.ops())];
         let outcome = match request {
             Request::Post { entry, sos, level } => {
@@ -286,11 +274,11 @@ impl Clerk {
     /// Make the index list `entry`, or no SOS of this rank: read it,
     /// change it, replace it, and read it again. Owners that do so at once
     /// undo each other's change: the read after the write sees it, and the
-    /// change is made again ([`LIST_TRIES`] times at most; the index is a
+    /// change is made again ([`TRIES`] times at most; the index is a
     /// hint, and each owner lists itself again at its refresh). An index
     /// that cannot be read is replaced. True when it lists what it should.
     fn list(&mut self, entry: Option<&Entry>, board: &mut dyn Board) -> bool {
-        for _ in 0..LIST_TRIES {
+        for _ in 0..TRIES {
             if self.over() {
                 return false;
             }
@@ -432,7 +420,7 @@ impl Clerk {
         self.skip_known_empty(&mut found, now, &mut wake);
         let site_end = early_site_end(search, &self.topology, rules);
         for (empty_reads, c) in found.into_iter().enumerate() {
-            if self.over() || empty_reads >= EMPTY_READS {
+            if self.over() || empty_reads >= search_reads() {
                 break;
             }
             let post = self.read_post(&c, board, level);
@@ -503,7 +491,7 @@ impl Clerk {
             claim_cost: match level {
                 Level::Shared => search.steal_cost[0],
                 Level::Host => search.host_steal,
-            } / crate::cost::STEAL_OPS,
+            } / OPS.steal,
         }
     }
 

@@ -14,6 +14,7 @@
 //! assert!(out.makespan < 1.2 * scenario.ideal(4) + 1.0);
 //! ```
 
+use crate::balancer::BUSY_TEST_INTERVAL;
 use crate::board::Board;
 use crate::board::memory::MemoryBoard;
 use crate::clerk::Clerk;
@@ -138,18 +139,6 @@ enum State {
     /// Terminated at this time.
     Done(f64),
 }
-
-/// Seconds from the last completion to the verdict on every rank: idle
-/// ranks run waves back to back, testing them every few milliseconds.
-const WAVE_LATENCY: f64 = 0.01;
-
-/// Seconds a host transfer takes to reach its receiver: the shell's busy
-/// ranks look for one every 10 ms (idle ones every few).
-const TRANSFER_LATENCY: f64 = 0.01;
-
-/// Storage operations of the longest step of a search that the verdict
-/// does not cut short: a claim ([`crate::clerk::Clerk::verdict_flag`]).
-const SEARCH_STEP: f64 = 1.0;
 
 /// A time that orders (simulated times are never NaN).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -545,8 +534,9 @@ impl<'a> Sim<'a> {
             self.storage.log(i, now);
         }
         if self.waves.completed == self.scenario.realisations {
-            // Every id is reported: the next wave ends the job everywhere.
-            let end = now + WAVE_LATENCY;
+            // Every id is reported: the next wave ends the job everywhere,
+            // within a busy rank's test interval.
+            let end = now + BUSY_TEST_INTERVAL;
             self.state.iter_mut().for_each(|s| *s = State::Done(end));
             return Ok(true);
         }
@@ -604,10 +594,10 @@ impl<'a> Sim<'a> {
     }
 
     /// A host transfer of `ids` from rank `from` at `now`: the message
-    /// arrives after `TRANSFER_LATENCY`; an idle receiver wakes then, a busy
-    /// one takes it at its next call.
+    /// arrives after a busy rank's test interval (when the shell's busy
+    /// ranks look for one); an idle receiver wakes then.
     fn send(&mut self, from: usize, to: usize, ids: IdSet, now: f64) {
-        let at = now + TRANSFER_LATENCY;
+        let at = now + BUSY_TEST_INTERVAL;
         self.transfers.0 += 1;
         self.transfers.1 += ids.len();
         self.inbox[to].push((at, from, ids));
@@ -737,7 +727,7 @@ impl<'a> Sim<'a> {
 
     /// As `finish` after the `verdict`: replies still on their way reach
     /// their ranks (a search stops at the verdict, once the step under way
-    /// is done), and owners whose SOS is still open look at it once more:
+    /// is done: at most a claim, one operation), and owners whose SOS is still open look at it once more:
     /// their accounts of the help given. The job ends (the makespan) when
     /// the last rank is through.
     fn last_looks(&mut self, verdict: f64) -> Result<f64> {
@@ -747,7 +737,7 @@ impl<'a> Sim<'a> {
             if let Some((at, reply)) = reply {
                 t = match reply.outcome {
                     crate::policy::Outcome::Helped { .. } => {
-                        at.min(verdict + SEARCH_STEP * self.opts.storage_delay)
+                        at.min(verdict + self.opts.storage_delay)
                     }
                     _ => at,
                 }

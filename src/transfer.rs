@@ -9,7 +9,7 @@
 //! the job's forecast end, [`crate::verdict::Job::hosts`],
 //! [`crate::verdict::Job::excess`]). From them every rank computes the
 //! same [`plan`] ([`planned`] says when): a host that will end later than
-//! the job's forecast end by more than [`THRESHOLD`] gives part of its
+//! the job's forecast end by more than [`PLAN_THRESHOLD`] gives part of its
 //! excess to hosts that will end earlier, nearest first (the same site,
 //! then elsewhere, as mLB prefers). No message is needed to agree on it.
 //! Each rank of a giving host then sends its part, in proportion to its
@@ -44,37 +44,11 @@
 //! ```
 
 use crate::config::Mode;
+use crate::cost::{PLAN_FRACTION, PLAN_PERIOD, PLAN_THRESHOLD};
 use crate::policy::params::Params;
 use crate::topology::Topology;
 pub use crate::verdict::Move;
 use crate::verdict::{Job, bit, hosts_end};
-
-/// Seconds of job time between two plans, at least: the figures of a wave
-/// show the moves of the plan before (sent at the senders' next checks,
-/// received within milliseconds) only a wave or two later. (Simulator,
-/// fluct16's speeds on 1,024 ranks in hosts of 16, 2 % jitter, six seeds,
-/// waves every check interval, 0.25 s: a plan every wave 0.948, every two
-/// 0.947, every four 0.950, every eight 0.945. Counted in waves, the
-/// emulator's plans came every 3.75 s: its 64 ranks on two cores complete
-/// a wave about every second.)
-pub const PERIOD: f64 = 1.0;
-
-/// Seconds before the job's forecast end from which on every wave plans:
-/// the speeds change faster than a period near the end, and a host late
-/// there is the job's end (10,000 ranks, eight seeds: 0.946 planning every
-/// four waves to the end; from 1 s before it every wave 0.951, from 2 s
-/// 0.951, from 4 s 0.946).
-pub const END: f64 = 1.0;
-
-/// Seconds a host must be late, at its speed, to give (1,024 ranks, six
-/// seeds: 0.05 s 0.946, 0.1 s 0.950, 0.25 s 0.946).
-pub const THRESHOLD: f64 = 0.1;
-
-/// The part of a host's excess (or room) that one plan moves: the speeds
-/// are estimates, and the next plan corrects the rest (1,024 ranks, six
-/// seeds: a half 0.943, three quarters 0.950, all 0.952 but 0.948 at
-/// 10,000 ranks against 0.951).
-pub const FRACTION: f64 = 0.75;
 
 /// Whether the hosts of a job trade through MPI: in a large job
 /// ([`Params::large_job`]) on more than one host, with host boards, in mode
@@ -88,13 +62,13 @@ pub fn on(topology: &Topology, params: &Params) -> bool {
 }
 
 /// The moves planned at the wave `job` where hosts trade ([`on`]), when a
-/// plan is due: [`PERIOD`] seconds after the plan of the wave as of
+/// plan is due: [`PLAN_PERIOD`] seconds after the plan of the wave as of
 /// `last` (its [`Job::at`]; a plan at the first wave), and at every wave
-/// from [`END`] seconds before the job's forecast end. Every rank sees the
+/// from [`PLAN_PERIOD`] seconds before the job's forecast end. Every rank sees the
 /// same waves, so every rank plans at the same ones.
 pub fn planned(job: &Job, topology: &Topology, params: &Params, last: f64) -> Option<Vec<Move>> {
     let left = hosts_end(&job.hosts, 0..job.hosts.len());
-    let due = job.at >= last + PERIOD || left <= END;
+    let due = job.at >= last + PLAN_PERIOD || left <= PLAN_PERIOD;
     if !on(topology, params) || !left.is_finite() || !due {
         return None;
     }
@@ -102,8 +76,8 @@ pub fn planned(job: &Job, topology: &Topology, params: &Params, last: f64) -> Op
         &job.hosts,
         |h| topology.site_of_host(h),
         left,
-        THRESHOLD,
-        FRACTION,
+        PLAN_THRESHOLD,
+        PLAN_FRACTION,
     ))
 }
 
@@ -212,7 +186,7 @@ pub fn sends(job: &Job, topology: &Topology, me: usize, excess: u64) -> Vec<(usi
 /// fresh as the waves, and a host that slows down as a whole shows in its
 /// ranks' speeds first. Until the next plan, a rank whose host gave at the
 /// last one sends what its own excess grew by since (by more than
-/// [`THRESHOLD`] of its work) to the same receivers, in
+/// [`PLAN_THRESHOLD`] of its work) to the same receivers, in
 /// the same parts, up to as much again as the plan sent.
 #[derive(Clone, Debug, Default)]
 pub struct Shedding {
@@ -241,7 +215,7 @@ impl Shedding {
     /// none unless it grew since the plan by more than the threshold's work.
     pub fn grown(&mut self, excess: u64, v: f64) -> Vec<(usize, u64)> {
         let grown = (excess as f64 - self.from).min(self.left);
-        if self.to.is_empty() || grown <= v * THRESHOLD {
+        if self.to.is_empty() || grown <= v * PLAN_THRESHOLD {
             return Vec::new();
         }
         self.left -= grown;

@@ -42,7 +42,8 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Duration;
-use termination::{BUSY_TEST_INTERVAL, TEST_INTERVAL, Termination, Tested};
+pub(crate) use termination::BUSY_TEST_INTERVAL;
+use termination::{TEST_INTERVAL, Termination, Tested};
 use transfers::Transfers;
 
 /// Balances `total` realisations over the ranks of a communicator.

@@ -27,7 +27,7 @@ pub(super) const TEST_INTERVAL: (f64, f64) = (0.0005, 0.002);
 /// How often a busy rank tests the wave in flight, seconds. A non-blocking
 /// reduction advances only when its ranks call MPI, so this sets how fast a
 /// wave completes; joining a new wave waits for the next check.
-pub(super) const BUSY_TEST_INTERVAL: f64 = 0.01;
+pub(crate) const BUSY_TEST_INTERVAL: f64 = 0.01;
 
 /// The shell's side of the termination: waves, this rank's failure or stop,
 /// and the verdict.

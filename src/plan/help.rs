@@ -1,6 +1,7 @@
 //! A helper's share of an open SOS (Algorithm 2, DESIGN §5): the
 //! [`HelpPolicy`] and [`share`], pure like the rest of [`crate::plan`].
 
+use crate::cost::LEAST_IDS;
 use crate::speed::usable;
 use serde::{Deserialize, Serialize};
 
@@ -60,8 +61,8 @@ pub struct ShareInput {
     /// realisations go to the ranks that finish them soonest.
     pub risk: f64,
     /// The SOS is on the helper's host board, where no rank of another host
-    /// can help: an idle helper takes at least one id when it computes four
-    /// before the owner alone would finish its work, whatever the job's
+    /// can help: an idle helper takes at least one id when it computes
+    /// [`LEAST_IDS`] before the owner alone would finish its work, whatever the job's
     /// forecast end says.
     pub least_one: bool,
     /// Seconds from which a steal is dear (the configured lateness): an
@@ -69,15 +70,6 @@ pub struct ShareInput {
     /// steals' worth only from a helper whose steal costs that much.
     pub dear_steal: f64,
 }
-
-/// See [`ShareInput::least_one`]. Ranks that idled slower than an owner on
-/// their host's board took nothing from it once the job's forecast end had
-/// passed, and the owner, its host not late as a whole by their speeds,
-/// finished alone seconds after the others (simulator, step16 on four
-/// hosts, 12 seeds: mean 0.934 → 0.940, worst 0.899 → 0.922). One id's
-/// worth instead of four made small steals at every job's end (`bench.sh
-/// sim 16`: 0.990 → 0.984).
-const LEAST_ONE: f64 = 4.0;
 
 /// The number of ids a helper takes; zero means "do not take".
 ///
@@ -187,7 +179,7 @@ impl<'a> Sizing<'a> {
         };
         let k = (vh * (self.end(k) - self.start)).max(0.0);
         let s = self.s;
-        if s.least_one && s.busy_for <= 0.0 && LEAST_ONE / vh + s.steal_cost < r / vj {
+        if s.least_one && s.busy_for <= 0.0 && LEAST_IDS / vh + s.steal_cost < r / vj {
             k.max(1.0)
         } else {
             k

@@ -103,7 +103,7 @@ pub struct Rank {
     last_seq: u64,
     /// Helpers' claims of the open SOS's slots (published in the SOS).
     helped: Vec<Claim>,
-    /// Posts that could not be written, in a row; at three the rank stops
+    /// Posts that could not be written, in a row; at [`crate::cost::TRIES`] the rank stops
     /// posting.
     post_failures: u32,
     /// Slots were claimed back to be cut anew: the next check posts.

@@ -5,15 +5,11 @@
 use super::request::{Request, Search};
 use super::{Asking, Event, Phase, Rank};
 use crate::config::Mode;
-use crate::cost::{EARLY_LOOKS, GROWTH, RISK, slot};
+use crate::cost::{EARLY_LOOKS, GROWTH, RISK, TRIES, slot};
 use crate::ids::IdSet;
 use crate::protocol::{Entry, Level, Post, Slot, Sos, SosState, cut};
 use crate::speed::forecast;
 use crate::verdict::{Job, bit, hosts_late};
-
-/// Posts that could not be written, in a row, after which a rank stops
-/// posting (its board is broken; the job goes on without its help).
-const POST_FAILURES: u32 = 3;
 
 impl Rank {
     /// The periodic check: speed, progress line, and the SOS decisions,
@@ -34,7 +30,7 @@ impl Rank {
         }
         if self.params.mode != Mode::Full
             || self.phase != Phase::Running
-            || self.post_failures >= POST_FAILURES
+            || self.post_failures >= TRIES
             || self.asking.is_some()
             || !self.sends.is_empty()
         {
