@@ -23,7 +23,7 @@
 //! every instant each id is the lease of one rank, or in one slot.
 
 use crate::config::Mode;
-use crate::cost::{Costs, STEADY_WINDOWS, slot};
+use crate::cost::{Costs, STEADY_WINDOWS};
 use crate::error::Result;
 use crate::ids::IdSet;
 use crate::plan::initial_block;
@@ -41,12 +41,14 @@ pub mod params;
 mod replies;
 pub mod request;
 mod step;
+mod timings;
 mod trade;
 mod warmup;
 
 pub use params::Params;
 pub use request::{Outcome, Reply, Request, Search, Taken};
 pub use step::{Aid, Event, RankReport, Step};
+use timings::Timings;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -123,10 +125,6 @@ pub struct Rank {
     audit: Audit,
     /// Refreshes in a row that found no new claim.
     quiet: u32,
-    /// Seconds per storage operation on the shared board and the host's.
-    op_cost: [f64; 2],
-    /// Seconds a look at an SOS at distance 0, 1, 2 took in searches.
-    look_cost: [f64; 3],
     /// When a check last consulted the rank's own SOS.
     last_look: f64,
     /// When the rank last looked ahead for its next share.
@@ -182,6 +180,8 @@ pub struct Rank {
     progress: IdSet,
     events: Vec<Event>,
     report: RankReport,
+    /// What storage operations took: the cost model's inputs.
+    timings: Timings,
 }
 
 impl Rank {
@@ -210,8 +210,7 @@ impl Rank {
             search_at: None,
             audit: Audit::default(),
             quiet: 0,
-            op_cost: [0.0; 2],
-            look_cost: [0.0; 3],
+            timings: Timings::default(),
             last_look: f64::NEG_INFINITY,
             looked_ahead: f64::NEG_INFINITY,
             job_end: f64::INFINITY,
@@ -552,52 +551,21 @@ impl Rank {
         self.asking = Some(asking);
     }
 
-    /// A request took `seconds` and made `ops` storage operations (shared
-    /// board, host's board): moving averages of the seconds per operation on
-    /// each board, which every threshold follows ([`crate::cost`]). A search
-    /// that looked at `looks.1` SOS, the farthest at distance `looks.0`,
-    /// measures a steal that far, which sizes the shares taken that far.
-    fn observe(&mut self, seconds: f64, ops: [u64; 2], looks: (u8, u32)) {
-        let average = |c: f64, x: f64| if c == 0.0 { x } else { 0.75 * c + 0.25 * x };
-        let seconds = seconds.max(0.0);
-        let n = ops[0] + ops[1];
-        if n > 0 {
-            // (The time goes to the boards in proportion to their ops.)
-            for (cost, k) in self.op_cost.iter_mut().zip(ops) {
-                if k > 0 {
-                    *cost = average(*cost, seconds / n as f64);
-                }
-            }
-        }
-        if let (d, n @ 1..) = looks {
-            let c = &mut self.look_cost[d.min(2) as usize];
-            *c = average(*c, seconds / f64::from(n));
-        }
-    }
-
     /// A consultation of the shared board took `seconds` for one operation
     /// (the storage probe at init).
     pub fn observe_storage(&mut self, seconds: f64) {
-        self.observe(seconds, [1, 0], (0, 0));
+        self.timings.observe(seconds, [1, 0], (0, 0));
     }
 
     /// The cost model's figures now ([`crate::cost`]).
     fn costs(&self) -> Costs {
-        Costs {
-            op: self.op_cost,
-            check_interval: self.params.check_interval,
-            late_threshold: self.params.late_threshold,
-            poll: self.params.poll_interval,
-        }
+        self.timings.costs(&self.params)
     }
 
     /// Seconds a steal from the SOS of a rank at distance `d` costs this
-    /// rank on the shared board: its operations, or more where looks that
-    /// far were measured to take longer.
+    /// rank on the shared board ([`Timings::steal_cost`]).
     fn steal_cost(&self, d: u8) -> f64 {
-        let c = self.costs();
-        c.steal(Level::Shared)
-            .max(self.look_cost[d.min(2) as usize])
+        self.timings.steal_cost(&self.costs(), d)
     }
 
     /// A claim of this rank's slots at `now`.
@@ -616,10 +584,5 @@ impl Rank {
             busy_for: 0.0,
             steal_cost: 0.0,
         }
-    }
-
-    /// Seconds per operation on `level`'s board.
-    fn op(&self, level: Level) -> f64 {
-        self.op_cost[slot(level)]
     }
 }

@@ -573,7 +573,10 @@ impl Rank {
         };
         // On slow storage a look at the index is dear: at most once per
         // operation (a watcher still wakes the rank at once).
-        let poll = self.params.poll_interval.max(self.op(Level::Shared));
+        let poll = self
+            .params
+            .poll_interval
+            .max(self.timings.op(Level::Shared));
         let woken = std::mem::take(&mut self.index_changed);
         // The last wave saw no SOS open, and no watcher saw the index
         // change since: nothing to read.

@@ -17,7 +17,7 @@ impl Rank {
             return Err(Error::Internal("a reply without a request".into()));
         };
         if let Some(seconds) = reply.seconds {
-            self.observe(seconds, reply.ops, reply.looks);
+            self.timings.observe(seconds, reply.ops, reply.looks);
         }
         for error in reply.errors {
             self.report.errors += 1;
