@@ -29,13 +29,13 @@ use crate::ids::IdSet;
 use crate::plan::initial_block;
 use crate::protocol::{Claim, Entry, Level, Slot};
 use crate::speed::{Speed, forecast};
-use crate::topology::{IdleMap, Topology};
+use crate::topology::Topology;
 use crate::transfer::Shedding;
-use crate::verdict::{Audit, Job, bit, hosts_end};
+use crate::verdict::{Audit, Job};
 use std::ops::Range;
-use std::sync::Arc;
 
 pub mod helper;
+mod jobview;
 mod owner;
 pub mod params;
 mod replies;
@@ -45,6 +45,7 @@ mod timings;
 mod trade;
 mod warmup;
 
+use jobview::JobView;
 pub use params::Params;
 pub use request::{Outcome, Reply, Request, Search, Taken};
 pub use step::{Aid, Event, RankReport, Step};
@@ -129,38 +130,11 @@ pub struct Rank {
     last_look: f64,
     /// When the rank last looked ahead for its next share.
     looked_ahead: f64,
-    /// The job's forecast end, from the last termination wave.
-    job_end: f64,
-    /// Each host's ids left and speed at the last wave, as of `counted_at`.
-    hosts: Arc<Vec<(u64, f64)>>,
-    counted_at: f64,
-    /// When the hosts of this rank's site will have computed what they own,
-    /// at the last five waves (infinite before): see [`Rank::site_end`].
-    site_ends: [f64; 5],
-    /// When the ranks of this rank's host will have computed what they own,
-    /// at the last wave.
-    host_end: f64,
-    /// Idle ranks, and free ranks per host and site, at the last wave.
-    idle: Arc<IdleMap>,
-    /// The speed of a helper to come: the free ranks' mean at the last
-    /// wave, or the job's mean while none is free.
-    helper_speed: f64,
     /// Done with its own quota: a helper since (see [`Rank::is_free`]).
     free: bool,
     /// When the work of the last share taken ends at the speed it was
     /// taken at.
     share_end: f64,
-    /// Open SOS this rank can reach, at the last wave.
-    open_sos: u64,
-    /// The helpers an SOS of this rank may expect on the shared board and
-    /// on its host's: the ranks there without an open SOS, at the last wave.
-    helpers: [u64; 2],
-    /// The distance to the nearest host all of whose ranks have an SOS open
-    /// (0 when none): this rank's steals from there set how far ahead it
-    /// looks ([`Rank::nearest_sos`]).
-    sos_near: u8,
-    /// A watcher saw the open index change since the last look at it.
-    index_changed: bool,
     /// Claims this rank won: the board, the owner and the slot.
     won: Vec<(Level, usize, Slot)>,
     /// Ranks on this rank's host.
@@ -180,6 +154,8 @@ pub struct Rank {
     progress: IdSet,
     events: Vec<Event>,
     report: RankReport,
+    /// The job as the last termination waves showed it.
+    job: JobView,
     /// What storage operations took: the cost model's inputs.
     timings: Timings,
 }
@@ -210,22 +186,12 @@ impl Rank {
             search_at: None,
             audit: Audit::default(),
             quiet: 0,
+            job: JobView::default(),
             timings: Timings::default(),
             last_look: f64::NEG_INFINITY,
             looked_ahead: f64::NEG_INFINITY,
-            job_end: f64::INFINITY,
-            hosts: Arc::default(),
-            counted_at: 0.0,
-            site_ends: [f64::INFINITY; 5],
-            host_end: f64::INFINITY,
-            idle: Arc::default(),
-            helper_speed: 0.0,
             free: false,
             share_end: f64::NEG_INFINITY,
-            open_sos: 0,
-            helpers: [0; 2],
-            sos_near: 0,
-            index_changed: false,
             won: Vec::new(),
             host_ranks: topology.members(topology.host_index(me)).len(),
             trading: crate::transfer::on(&topology, &params),
@@ -331,7 +297,7 @@ impl Rank {
     /// The job's forecast end, seconds since the start, from the last
     /// termination wave (infinite before).
     pub fn job_end(&self) -> f64 {
-        self.job_end
+        self.job.end
     }
 
     /// Realisations computed by this rank so far.
@@ -345,42 +311,14 @@ impl Rank {
     /// slow storage, and the idle ranks, which tell how many helpers an
     /// SOS may expect.
     pub fn observe_job(&mut self, job: Job) {
-        if job.speed > 0.0 {
-            self.job_end = job.at + self.total.saturating_sub(job.completed) as f64 / job.speed;
-        }
-        self.counted_at = job.at;
+        self.job.observe(&job, self.total, self.me, &self.topology);
         self.plan_sends(&job);
-        let host = self.topology.host_index(self.me);
-        self.host_end = job.host_end(host);
-        self.open_sos = job.reachable_open(host);
-        let without_sos = |rs: &mut dyn Iterator<Item = usize>| {
-            rs.filter(|&r| r != self.me && !bit(&job.sos_ranks, r))
-                .count() as u64
-        };
-        self.helpers = [
-            without_sos(&mut (0..self.topology.ranks())),
-            without_sos(&mut self.topology.members(host).iter().copied()),
-        ];
-        self.sos_near = self.nearest_sos(&job);
-        if self.topology.sites() > 1 {
-            let site = self.topology.hosts_nearer(self.me, 2);
-            self.site_ends.rotate_left(1);
-            self.site_ends[4] = job.at + hosts_end(&job.hosts, site);
-        }
-        let free = f64::from(job.idle.free());
-        self.helper_speed = if free > 0.0 && job.free_speed > 0.0 {
-            job.free_speed / free
-        } else {
-            job.speed / self.topology.ranks().max(1) as f64
-        };
-        self.hosts = job.hosts;
-        self.idle = job.idle;
     }
 
     /// The shell saw the open index change (a watcher woke the rank): the
     /// next look for help reads it, whatever the last wave said.
     pub fn index_changed(&mut self) {
-        self.index_changed = true;
+        self.job.index_changed = true;
     }
 
     /// True once the rank has run out of its own quota (a helper, idle or
@@ -396,16 +334,6 @@ impl Rank {
                 && self.sos.is_none()
                 && v > 0.0
                 && self.remaining() as f64 <= v * (self.params.grace + self.params.check_interval))
-    }
-
-    /// When the hosts of this rank's site will have computed what they own:
-    /// the median of the last five waves' forecasts (infinite before the
-    /// third): a wave may count a share between its helper's and its
-    /// owner's joins twice, or not at all.
-    fn site_end(&self) -> f64 {
-        let mut ends = self.site_ends;
-        ends.sort_by(f64::total_cmp);
-        ends[2]
     }
 
     /// The number of realisations of the run.

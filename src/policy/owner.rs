@@ -5,11 +5,10 @@
 use super::request::{Request, Search};
 use super::{Asking, Event, Phase, Rank};
 use crate::config::Mode;
-use crate::cost::{EARLY_LOOKS, GROWTH, RISK, slot};
+use crate::cost::{EARLY_LOOKS, GROWTH, RISK};
 use crate::ids::IdSet;
 use crate::protocol::{Entry, Level, Post, Slot, Sos, SosState, cut};
 use crate::speed::forecast;
-use crate::verdict::{Job, bit, hosts_late};
 
 /// Posts that could not be written, in a row, after which a rank stops
 /// posting (its board is broken; the job goes on without its help).
@@ -54,10 +53,10 @@ impl Rank {
     /// before the end the share was sized to.
     fn reference_end(&self, shared_slow: bool) -> f64 {
         let took = self.free || self.share_end.is_finite();
-        let reference = if (shared_slow || took) && self.job_end.is_finite() {
-            self.job_end
+        let reference = if (shared_slow || took) && self.job.end.is_finite() {
+            self.job.end
         } else {
-            self.horizon.min(self.job_end)
+            self.horizon.min(self.job.end)
         };
         reference.max(if shared_slow {
             f64::NEG_INFINITY
@@ -92,7 +91,7 @@ impl Rank {
         // rank will not finish it by the job's end: it came for the host's
         // free ranks.
         let offer =
-            std::mem::take(&mut self.offer) && tau - self.job_end >= self.params.check_interval;
+            std::mem::take(&mut self.offer) && tau - self.job.end >= self.params.check_interval;
         let late = match self.sos {
             Some(_) => tau - reference >= self.params.late_threshold,
             None => offer || post_pays(reference, post_level),
@@ -159,7 +158,7 @@ impl Rank {
             // while this rank still computes.
             (false, false)
                 if remaining > 0
-                    && self.open_sos > 0
+                    && self.job.open_sos > 0
                     && (tau - now < self.look_ahead() || tau < self.early_before(now))
                     && now >= self.looked_ahead + self.look_pace(tau - now)
                     && (!self.looks_early(tau - now) || self.host_late_elsewhere()) =>
@@ -174,7 +173,7 @@ impl Rank {
     /// The time before which a rank's forecast end makes it early against
     /// the job's: two steals and a check interval before the job's end.
     fn early_before(&self, _now: f64) -> f64 {
-        self.job_end - 2.0 * self.steal_cost(0) - self.params.check_interval
+        self.job.end - 2.0 * self.steal_cost(0) - self.params.check_interval
     }
 
     /// True when the lease holds less work than a claim takes to come back,
@@ -209,12 +208,9 @@ impl Rank {
         RISK * self.speed.spread()
     }
 
-    /// Seconds to the job's forecast end (infinite before the first wave).
-    /// A forecast end already past means the job is behind its forecast,
-    /// not that nothing is left: half a check interval (the waves' period)
-    /// at least.
+    /// Seconds to the job's forecast end ([`JobView::left`](super::jobview::JobView::left)).
     pub(super) fn job_left(&self, now: f64) -> f64 {
-        (self.job_end - now).max(0.5 * self.params.check_interval)
+        self.job.left(now, self.params.check_interval)
     }
 
     /// Whether a look ahead with `busy_for` seconds of own work left is an
@@ -241,34 +237,14 @@ impl Rank {
     /// worth an early look on fast storage.
     fn host_late_elsewhere(&self) -> bool {
         let mine = self.topology.host_index(self.me);
-        let left = self.job_end - self.counted_at;
-        (0..self.hosts.len())
-            .any(|h| h != mine && hosts_late(&self.hosts, [h], left, self.params.grace))
+        self.job.host_late_elsewhere(mine, self.params.grace)
     }
 
     /// Seconds of own work left at which a rank looks for its next share:
     /// one steal from the nearest SOS of a host whose every rank is late
-    /// ([`Rank::nearest_sos`]), so that the steal passes while it computes.
+    /// (the job view's `sos_near`), so that the steal passes while it computes.
     fn look_ahead(&self) -> f64 {
-        self.steal_cost(self.sos_near)
-    }
-
-    /// The distance to the nearest other host whose ranks all have an open
-    /// SOS, when some SOS this rank can reach are on the shared board: no
-    /// rank of that host helps the others, so their steals come from
-    /// farther, at their cost (0 when there is none).
-    pub(super) fn nearest_sos(&self, job: &Job) -> u8 {
-        let host = self.topology.host_index(self.me);
-        if job.reachable_open(host) <= job.host_open.get(host).copied().unwrap_or(0) {
-            return 0;
-        }
-        let members = |h: usize| self.topology.members(h);
-        (0..self.topology.hosts())
-            .filter(|&h| h != host && !members(h).is_empty())
-            .filter(|&h| members(h).iter().all(|&r| bit(&job.sos_ranks, r)))
-            .map(|h| self.topology.distance(self.me, members(h)[0]))
-            .min()
-            .unwrap_or(0)
+        self.steal_cost(self.job.sos_near)
     }
 
     /// The sizes of the slots of a new post's `n` ids, front first: a
@@ -301,7 +277,7 @@ impl Rank {
     /// helper's work (a helper claims no more often than a clerk can).
     fn least_slot(&self, now: f64) -> u64 {
         let period = self.costs().own_period(self.level, 0);
-        let helper = (self.helper_speed * period).ceil() as u64;
+        let helper = (self.job.helper_speed * period).ceil() as u64;
         self.lease_len(now).max(helper).max(1)
     }
 
@@ -310,13 +286,13 @@ impl Rank {
     /// speed computes by the job's forecast end, no more than it and this
     /// rank alone end together with.
     fn helper_share(&self, now: f64, n: u64, v: f64) -> u64 {
-        let vh = if self.helper_speed > 0.0 {
-            self.helper_speed
+        let vh = if self.job.helper_speed > 0.0 {
+            self.job.helper_speed
         } else {
             v
         };
         let alone = vh * (self.remaining() + n) as f64 / (v + vh).max(1e-9);
-        let capped = if self.job_end.is_finite() {
+        let capped = if self.job.end.is_finite() {
             alone.min(vh * self.job_left(now))
         } else {
             alone
@@ -349,18 +325,14 @@ impl Rank {
     /// its board without an SOS of their own, over the open SOS, at the
     /// last wave), if smaller.
     fn slot_target(&self, now: f64, n: u64, help: u64, v: f64) -> u64 {
-        let helpers = (self.helpers[slot(self.level)] / self.open_sos.max(1)).max(1);
+        let helpers = self.job.helpers_per_sos(self.level);
         self.helper_share(now, n, v).min(help.div_ceil(helpers))
     }
 
     /// The ids this rank computes by its reference end (the job's forecast
     /// end, else the horizon).
     fn by_end(&self, now: f64, v: f64) -> u64 {
-        let end = if self.job_end.is_finite() {
-            self.job_end
-        } else {
-            self.horizon
-        };
+        let end = self.job.end_or(self.horizon);
         (v * (end - now)).max(0.0) as u64
     }
 
@@ -459,8 +431,7 @@ impl Rank {
     /// post and a steal there).
     fn host_lateness(&self) -> Option<f64> {
         let threshold = self.costs().post_threshold(Level::Shared);
-        let late = self.host_end - self.job_end;
-        (late >= threshold).then_some(late)
+        self.job.host_late_by(threshold)
     }
 
     /// Learn the helpers' claims of the open SOS and write fresh figures.
@@ -577,10 +548,10 @@ impl Rank {
             .params
             .poll_interval
             .max(self.timings.op(Level::Shared));
-        let woken = std::mem::take(&mut self.index_changed);
+        let woken = std::mem::take(&mut self.job.index_changed);
         // The last wave saw no SOS open, and no watcher saw the index
         // change since: nothing to read.
-        if self.open_sos == 0 && !woken {
+        if self.job.open_sos == 0 && !woken {
             return Some(now + poll);
         }
         // An idle rank's last search found nothing, and said when to look
@@ -622,12 +593,12 @@ impl Rank {
             steal_cost: [0, 1, 2].map(|d| self.steal_cost(d)),
             host_steal: costs.steal(Level::Host),
             risk: self.risk(),
-            idle: self.idle.clone(),
+            idle: self.job.idle.clone(),
             early,
-            hosts: self.hosts.clone(),
-            counted_at: self.counted_at,
-            site_end: self.site_end(),
-            job_end: self.job_end,
+            hosts: self.job.hosts.clone(),
+            counted_at: self.job.counted_at,
+            site_end: self.job.site_end(),
+            job_end: self.job.end,
             shared: !self.trading,
         }
     }

@@ -22,7 +22,7 @@ impl Rank {
     /// the last wave ([`crate::verdict::Status::fast`]).
     pub fn fast(&self) -> bool {
         let h = self.topology.host_index(self.me);
-        let host = self.hosts.get(h).map_or(0.0, |h| h.1);
+        let host = self.job.hosts.get(h).map_or(0.0, |h| h.1);
         self.speed.get() * self.host_ranks as f64 >= host
     }
 
@@ -30,10 +30,10 @@ impl Rank {
     /// its speed (0 before the first wave): its part of its host's excess.
     pub fn excess(&self, now: f64) -> u64 {
         let v = self.speed.get();
-        if !self.job_end.is_finite() || v <= 0.0 {
+        if !self.job.end.is_finite() || v <= 0.0 {
             return 0;
         }
-        let can = (v * (self.job_end - now).max(0.0)).floor() as u64;
+        let can = (v * (self.job.end - now).max(0.0)).floor() as u64;
         self.remaining().saturating_sub(can)
     }
 
