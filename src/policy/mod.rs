@@ -26,16 +26,15 @@ use crate::config::Mode;
 use crate::cost::{Costs, STEADY_WINDOWS};
 use crate::error::Result;
 use crate::ids::IdSet;
-use crate::plan::initial_block;
 use crate::protocol::{Claim, Entry, Level, Slot};
 use crate::speed::{Speed, forecast};
 use crate::topology::Topology;
 use crate::transfer::Shedding;
 use crate::verdict::{Audit, Job};
-use std::ops::Range;
 
 pub mod helper;
 mod jobview;
+mod ledger;
 mod owner;
 pub mod params;
 mod replies;
@@ -46,6 +45,7 @@ mod trade;
 mod warmup;
 
 use jobview::JobView;
+use ledger::Ledger;
 pub use params::Params;
 pub use request::{Outcome, Reply, Request, Search, Taken};
 pub use step::{Aid, Event, RankReport, Step};
@@ -89,15 +89,9 @@ enum Asking {
 #[derive(Debug)]
 pub struct Rank {
     me: usize,
-    total: u64,
     params: Params,
     topology: Topology,
     phase: Phase,
-    /// Ids this rank may compute now.
-    lease: IdSet,
-    /// Slots this rank posted that nobody is known to have claimed, with
-    /// their board, in id order.
-    pending: Vec<(Level, Slot)>,
     /// The open SOS, as listed in the index, and when it opened.
     sos: Option<Entry>,
     /// The board of the open SOS, or of the last one.
@@ -122,8 +116,6 @@ pub struct Rank {
     /// When an idle rank should search for help again, as its clerk's last
     /// search (which found nothing) said.
     search_at: Option<f64>,
-    /// The ids computed, for the audit at finalize.
-    audit: Audit,
     /// Refreshes in a row that found no new claim.
     quiet: u32,
     /// When a check last consulted the rank's own SOS.
@@ -135,8 +127,6 @@ pub struct Rank {
     /// When the work of the last share taken ends at the speed it was
     /// taken at.
     share_end: f64,
-    /// Claims this rank won: the board, the owner and the slot.
-    won: Vec<(Level, usize, Slot)>,
     /// Ranks on this rank's host.
     host_ranks: usize,
     /// This job's hosts trade through MPI ([`Rank::trades`]).
@@ -149,11 +139,10 @@ pub struct Rank {
     shedding: Shedding,
     /// Received a host transfer not yet offered on the host's board.
     offer: bool,
-    /// The chunk being computed and when it was handed out.
-    out: Option<(f64, Range<u64>)>,
-    progress: IdSet,
     events: Vec<Event>,
     report: RankReport,
+    /// Where its ids are: lease, pending slots, claims won, the chunk out.
+    ledger: Ledger,
     /// The job as the last termination waves showed it.
     job: JobView,
     /// What storage operations took: the cost model's inputs.
@@ -163,7 +152,6 @@ pub struct Rank {
 impl Rank {
     /// Rank `me` of `topology.ranks()`, owning its initial block of `0..total`.
     pub fn new(me: usize, total: u64, params: Params, topology: Topology) -> Rank {
-        let lease = IdSet::from_range(initial_block(total, topology.ranks(), me));
         let phase = if params.mode == Mode::Static {
             Phase::Running
         } else {
@@ -171,10 +159,7 @@ impl Rank {
         };
         Rank {
             me,
-            total,
             phase,
-            lease,
-            pending: Vec::new(),
             sos: None,
             level: Level::Shared,
             last_seq: 0,
@@ -184,15 +169,14 @@ impl Rank {
             asking: None,
             outbox: None,
             search_at: None,
-            audit: Audit::default(),
             quiet: 0,
+            ledger: Ledger::new(total, topology.ranks(), me),
             job: JobView::default(),
             timings: Timings::default(),
             last_look: f64::NEG_INFINITY,
             looked_ahead: f64::NEG_INFINITY,
             free: false,
             share_end: f64::NEG_INFINITY,
-            won: Vec::new(),
             host_ranks: topology.members(topology.host_index(me)).len(),
             trading: crate::transfer::on(&topology, &params),
             sends: Vec::new(),
@@ -204,8 +188,6 @@ impl Rank {
             horizon: f64::INFINITY,
             next_check: params.check_interval,
             idle_since: None,
-            out: None,
-            progress: IdSet::new(),
             events: Vec::new(),
             report: RankReport {
                 rank: me,
@@ -228,14 +210,14 @@ impl Rank {
 
     /// Ids this rank owns now: its lease and its slots not known claimed.
     pub fn remaining(&self) -> u64 {
-        self.lease.len() + self.pending.iter().map(|(_, s)| s.len()).sum::<u64>()
+        self.ledger.remaining()
     }
 
     /// True while the rank owns work: ids, a chunk handed out, an open SOS,
     /// a request out (its reply may bring ids), a host transfer to make.
     pub fn owns_work(&self) -> bool {
         self.remaining() > 0
-            || self.out.is_some()
+            || self.ledger.computing()
             || self.sos.is_some()
             || self.asking.is_some()
             || !self.outgoing.is_empty()
@@ -244,15 +226,9 @@ impl Rank {
     /// The ids owned now (lease, slots, the chunk handed out), to name them
     /// in an error.
     pub fn owned(&self) -> IdSet {
-        let mut ids = self.lease.clone();
-        for (_, s) in &self.pending {
-            ids.insert(s.ids());
-        }
+        let mut ids = self.ledger.owned();
         for (_, part) in &self.outgoing {
             ids.extend(part);
-        }
-        if let Some((_, chunk)) = &self.out {
-            ids.insert(chunk.clone());
         }
         ids
     }
@@ -260,12 +236,12 @@ impl Rank {
     /// The claims this rank won: the board, the owner and the slot (their
     /// files are this rank's to check and remove at the end).
     pub fn won(&self) -> &[(Level, usize, Slot)] {
-        &self.won
+        &self.ledger.won
     }
 
     /// The ids computed so far, as an audit.
     pub fn audit(&self) -> Audit {
-        self.audit
+        self.ledger.audit
     }
 
     /// True until the warm-up exchange has happened (never in mode Static).
@@ -282,10 +258,10 @@ impl Rank {
     /// since the last check (if any), so that the monitor log lists every id
     /// this rank computed, when it finished them.
     pub fn flush_progress(&mut self, now: f64) {
-        if !self.progress.is_empty() {
+        if let Some(ids) = self.ledger.take_progress() {
             let (speed, remaining) = (self.speed.get(), self.remaining());
             self.events.push(Event::Progress {
-                ids: std::mem::take(&mut self.progress),
+                ids,
                 done: self.speed.done(),
                 speed,
                 remaining,
@@ -311,7 +287,8 @@ impl Rank {
     /// slow storage, and the idle ranks, which tell how many helpers an
     /// SOS may expect.
     pub fn observe_job(&mut self, job: Job) {
-        self.job.observe(&job, self.total, self.me, &self.topology);
+        self.job
+            .observe(&job, self.ledger.total, self.me, &self.topology);
         self.plan_sends(&job);
     }
 
@@ -338,7 +315,7 @@ impl Rank {
 
     /// The number of realisations of the run.
     pub fn total(&self) -> u64 {
-        self.total
+        self.ledger.total
     }
 
     /// Hosts and sites of the ranks.
@@ -391,15 +368,13 @@ impl Rank {
     /// This is the fast path of the library: when no check is due and the
     /// lease is not exhausted it does a few additions and comparisons.
     pub fn next(&mut self, now: f64) -> Result<Step> {
-        if let Some((t0, chunk)) = self.out.take() {
-            self.speed.record(now - t0, chunk.end - chunk.start);
-            self.audit.add(chunk.clone());
-            self.progress.insert(chunk);
+        if let Some((t0, n)) = self.ledger.finish() {
+            self.speed.record(now - t0, n);
         }
         match self.phase {
-            Phase::Exchanging if self.lease.is_empty() => return Ok(Step::AwaitPlan),
+            Phase::Exchanging if self.ledger.lease.is_empty() => return Ok(Step::AwaitPlan),
             Phase::Warmup
-                if self.lease.is_empty()
+                if self.ledger.lease.is_empty()
                     || (now >= self.params.warmup && self.speed.done() > 0) =>
             {
                 // Keep computing while the slower ranks reach the exchange:
@@ -422,14 +397,13 @@ impl Rank {
                 continue;
             }
             let chunk_len = (self.speed.get() * self.params.chunk_time) as u64;
-            if let Some(chunk) = self.lease.pop_chunk(chunk_len) {
-                self.out = Some((now, chunk.clone()));
+            if let Some(chunk) = self.ledger.hand_out(now, chunk_len) {
                 return Ok(Step::Compute(chunk));
             }
             if self.asking.is_some() {
                 return Ok(Step::AwaitReply);
             }
-            if !self.pending.is_empty() {
+            if !self.ledger.pending.is_empty() {
                 self.claim_front(now);
                 continue;
             }
@@ -466,10 +440,10 @@ impl Rank {
     /// computed, which the audit reports). `None` without pending slots, or
     /// with a request out (whose reply comes first).
     pub fn last_look(&mut self, now: f64) -> Option<Request> {
-        if self.pending.is_empty() || self.asking.is_some() {
+        if self.ledger.pending.is_empty() || self.asking.is_some() {
             return None;
         }
-        self.claim_all(now, self.pending[0].0);
+        self.claim_all(now, self.ledger.pending[0].0);
         self.outbox.take()
     }
 

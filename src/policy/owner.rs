@@ -22,9 +22,9 @@ impl Rank {
         let v = self.speed.update();
         let remaining = self.remaining();
         let tau = forecast(now, remaining, v);
-        if !self.progress.is_empty() {
+        if let Some(ids) = self.ledger.take_progress() {
             self.events.push(Event::Progress {
-                ids: std::mem::take(&mut self.progress),
+                ids,
                 done: self.speed.done(),
                 speed: v,
                 remaining,
@@ -108,7 +108,7 @@ impl Rank {
         // unless a look at the SOS is due (a refresh claims the front too).
         let look_due =
             self.sos.is_some() && now >= self.last_look + costs.own_period(level, self.quiet);
-        if !self.pending.is_empty() && self.lease_short(now) && !look_due {
+        if !self.ledger.pending.is_empty() && self.lease_short(now) && !look_due {
             self.claim_front(now);
             return;
         }
@@ -116,7 +116,11 @@ impl Rank {
         // slowed down, or the end came closer) by two own periods goes back
         // into slots, for helpers.
         let period = costs.own_period(level, 0);
-        let excess = self.lease.len().saturating_sub(self.can_compute(now));
+        let excess = self
+            .ledger
+            .lease
+            .len()
+            .saturating_sub(self.can_compute(now));
         let give_back = late && excess > 0 && excess as f64 >= 2.0 * v * period;
         if self.sos.is_some()
             && now < self.last_look + costs.own_period(level, self.quiet)
@@ -180,9 +184,9 @@ impl Rank {
     /// plus a check interval (checks come that often).
     fn lease_short(&self, _now: f64) -> bool {
         let v = self.speed.get();
-        let level = self.pending.first().map_or(self.level, |p| p.0);
+        let level = self.ledger.front_level().unwrap_or(self.level);
         v > 0.0
-            && (self.lease.len() as f64)
+            && (self.ledger.lease.len() as f64)
                 < v * (self.costs().claim(level) + self.params.check_interval)
     }
 
@@ -254,10 +258,7 @@ impl Rank {
     /// helpers take first. The owner claims the small front slots itself
     /// as it goes.
     fn slot_sizes(&self, n: u64, now: f64, v: f64) -> Vec<u64> {
-        let offered: u64 = (self.pending.iter())
-            .filter(|p| p.0 == self.level)
-            .map(|p| p.1.len())
-            .sum();
+        let offered: u64 = self.ledger.pending_on(self.level).map(Slot::len).sum();
         let share = (self.slot_target(now, n, n + offered, v)).max(self.least_slot(now));
         let mut unit = self.lease_len(now).max(1);
         let mut sizes = vec![unit.min(n)];
@@ -304,10 +305,7 @@ impl Rank {
     /// times the share a helper takes now (the job's end came closer), all
     /// of them. Claimed back, they are cut afresh at once.
     fn misfit(&self, now: f64, v: f64) -> Vec<Slot> {
-        let mine: Vec<Slot> = (self.pending.iter())
-            .filter(|p| p.0 == self.level)
-            .map(|p| p.1.clone())
-            .collect();
+        let mine: Vec<Slot> = self.ledger.pending_on(self.level).cloned().collect();
         let offered: u64 = mine.iter().map(Slot::len).sum();
         let share = self
             .slot_target(now, 0, offered, v)
@@ -339,10 +337,7 @@ impl Rank {
     /// The open SOS as this rank would write it at `now`: its figures, its
     /// pending slots on the board of the SOS, the helpers' claims it knows.
     fn sos_body(&self, now: f64, v: f64, tau: f64, opened_at: f64) -> Sos {
-        let slots: Vec<Slot> = (self.pending.iter())
-            .filter(|p| p.0 == self.level)
-            .map(|p| p.1.clone())
-            .collect();
+        let slots: Vec<Slot> = self.ledger.pending_on(self.level).cloned().collect();
         Sos {
             rank: self.me,
             seq: self.last_seq,
@@ -366,7 +361,7 @@ impl Rank {
     /// moves), and the post follows at once.
     fn post(&mut self, now: f64, v: f64, tau: f64) {
         let level = self.post_level();
-        if let Some(&(other, _)) = self.pending.iter().find(|p| p.0 != level) {
+        if let Some(&(other, _)) = self.ledger.pending.iter().find(|p| p.0 != level) {
             self.claim_all(now, other);
             self.next_check = now;
             return;
@@ -376,20 +371,18 @@ impl Rank {
         // must hold more work than help takes to come.
         let keep = self.lease_len(now).max(self.by_end(now, v));
         let least_tail = (v * self.costs().help_delay(level)).ceil() as u64;
-        let new = if self.lease.len() > keep + least_tail {
-            self.lease.take_back(self.lease.len() - keep)
+        let new = if self.ledger.lease.len() > keep + least_tail {
+            self.ledger.lease.take_back(self.ledger.lease.len() - keep)
         } else {
             IdSet::new()
         };
-        if new.is_empty() && !self.pending.iter().any(|p| p.0 == level) {
+        if new.is_empty() && self.ledger.pending_on(level).next().is_none() {
             return;
         }
         self.last_seq += 1;
         let sizes = self.slot_sizes(new.len(), now, v);
-        for s in cut(&new, self.last_seq, 0, &sizes) {
-            self.pending.push((level, s));
-        }
-        self.pending.sort_by_key(|p| p.1.start);
+        let slots = cut(&new, self.last_seq, 0, &sizes);
+        self.ledger.add_pending(level, slots);
         // A post anew keeps the index's entry: the index changes only when
         // an SOS opens or closes (its writers race, see `Clerk::list`).
         let opens = self.sos.is_none();
@@ -479,25 +472,16 @@ impl Rank {
     /// The front pending slots, up to a lease's worth, on the board of the
     /// front one.
     fn front_slots(&self, now: f64) -> Vec<Slot> {
-        let Some(&(level, _)) = self.pending.first() else {
-            return Vec::new();
-        };
-        let target = self.lease_len(now).saturating_sub(self.lease.len()).max(1);
-        let mut n = 0;
-        (self.pending.iter())
-            .take_while(|p| {
-                let more = p.0 == level && n < target;
-                n += p.1.len();
-                more
-            })
-            .map(|p| p.1.clone())
-            .collect()
+        let target = (self.lease_len(now))
+            .saturating_sub(self.ledger.lease.len())
+            .max(1);
+        self.ledger.front(target)
     }
 
     /// Claim the front pending slots, up to a lease's worth, on the board
     /// of the front one.
     pub(super) fn claim_front(&mut self, now: f64) {
-        let Some(&(level, _)) = self.pending.first() else {
+        let Some(level) = self.ledger.front_level() else {
             return;
         };
         let slots = self.front_slots(now);
@@ -506,10 +490,7 @@ impl Rank {
 
     /// Claim every pending slot on `level`'s board (an SOS that moves).
     pub(super) fn claim_all(&mut self, now: f64, level: Level) {
-        let slots = (self.pending.iter())
-            .filter(|p| p.0 == level)
-            .map(|p| p.1.clone())
-            .collect();
+        let slots = self.ledger.pending_on(level).cloned().collect();
         self.claim_slots(now, level, slots);
     }
 

@@ -39,7 +39,7 @@ impl Rank {
             (Asking::Refresh { level }, Outcome::Refreshed { won, taken }) => {
                 let front = won.len();
                 let ids = self.claimed(level, won, taken);
-                self.lease.extend(&ids);
+                self.ledger.lease.extend(&ids);
                 self.quiet = if front == 0 && ids.is_empty() {
                     self.quiet + 1
                 } else {
@@ -48,7 +48,7 @@ impl Rank {
             }
             (Asking::Claim { level }, Outcome::Claimed { won, lost }) => {
                 let ids = self.claimed(level, won, lost);
-                self.lease.extend(&ids);
+                self.ledger.lease.extend(&ids);
             }
             (Asking::Give { level, sends }, Outcome::Claimed { won, lost }) => {
                 let ids = self.claimed(level, won, lost);
@@ -78,7 +78,7 @@ impl Rank {
     fn posted(&mut self, entry: Entry, new: IdSet, opens: bool) {
         self.post_failures = 0;
         let mut tail = new;
-        for (_, s) in self.pending.iter().filter(|p| p.0 == self.level) {
+        for s in self.ledger.pending_on(self.level) {
             tail.insert(s.ids());
         }
         self.events.push(Event::SosPosted {
@@ -98,10 +98,7 @@ impl Rank {
     fn withdrawn(&mut self, forecast: f64, moving: bool) {
         let seq = self.sos.take().map_or(self.last_seq, |e| e.seq);
         self.helped.clear();
-        let mut kept = IdSet::new();
-        for (_, s) in &self.pending {
-            kept.insert(s.ids());
-        }
+        let kept = self.ledger.pending_ids();
         if kept.is_empty() {
             self.events.push(Event::SosClosed { seq });
         } else {
@@ -142,9 +139,9 @@ impl Rank {
     fn claimed(&mut self, level: Level, won: Vec<Slot>, lost: Vec<(Slot, Option<Claim>)>) -> IdSet {
         let mut ids = IdSet::new();
         for s in won {
-            self.drop_pending(&s);
+            self.ledger.drop_pending(&s);
             ids.insert(s.ids());
-            self.won.push((level, self.me, s));
+            self.ledger.won.push((level, self.me, s));
         }
         for (s, claim) in lost {
             self.lost(&s, claim);
@@ -152,17 +149,12 @@ impl Rank {
         ids
     }
 
-    /// Forget the pending slot `s`.
-    fn drop_pending(&mut self, s: &Slot) {
-        self.pending.retain(|(_, p)| p != s);
-    }
-
     /// Another rank claimed the slot `s` of this rank (`claim`, if read).
     fn lost(&mut self, s: &Slot, claim: Option<Claim>) {
-        if !self.pending.iter().any(|(_, p)| p == s) {
+        if !self.ledger.holds(s) {
             return;
         }
-        self.drop_pending(s);
+        self.ledger.drop_pending(s);
         self.report.given += s.len();
         let aid = match &claim {
             Some(c) => Aid::from(c),
@@ -189,9 +181,10 @@ impl Rank {
         self.report.taken += ids.len();
         let d = self.topology.distance(self.me, owner).min(2);
         self.report.given_to[d as usize] += ids.len();
-        self.lease.extend(&ids);
+        self.ledger.lease.extend(&ids);
         let seq = slots.first().map_or(0, |s| s.seq);
-        self.won
+        self.ledger
+            .won
             .extend(slots.into_iter().map(|s| (level, owner, s)));
         self.events.push(Event::AidGiven { owner, seq, ids });
     }

@@ -9,7 +9,6 @@
 use super::request::Request;
 use super::{Asking, Event, Rank, Step};
 use crate::ids::IdSet;
-use crate::protocol::Slot;
 use crate::transfer::Shedding;
 
 impl Rank {
@@ -67,16 +66,7 @@ impl Rank {
     fn give(&mut self, now: f64) {
         let sends = std::mem::take(&mut self.sends);
         let n: u64 = sends.iter().map(|s| s.1).sum();
-        if let Some(&(level, _)) = self.pending.last() {
-            let mut got = 0;
-            let slots: Vec<Slot> = (self.pending.iter().rev())
-                .take_while(|p| {
-                    let more = p.0 == level && got < n;
-                    got += p.1.len();
-                    more
-                })
-                .map(|p| p.1.clone())
-                .collect();
+        if let Some((level, slots)) = self.ledger.back(n) {
             let claim = self.claim_template(now);
             self.ask(
                 Request::Claim {
@@ -88,8 +78,12 @@ impl Rank {
             );
             return;
         }
-        let spare = self.lease.len().saturating_sub(self.can_compute(now));
-        let ids = self.lease.take_back(spare.min(n));
+        let spare = self
+            .ledger
+            .lease
+            .len()
+            .saturating_sub(self.can_compute(now));
+        let ids = self.ledger.lease.take_back(spare.min(n));
         self.ready(sends, ids);
     }
 
@@ -110,14 +104,14 @@ impl Rank {
             });
             self.outgoing.push((to, part));
         }
-        self.lease.extend(&ids);
+        self.ledger.lease.extend(&ids);
     }
 
     /// Ids another host's rank sent this one (a host transfer): its own
     /// now, and the next call checks at once.
     pub fn receive(&mut self, from: usize, ids: IdSet, now: f64) {
         self.report.taken += ids.len();
-        self.lease.extend(&ids);
+        self.ledger.lease.extend(&ids);
         self.events.push(Event::Received { from, ids });
         self.offer = true;
         self.idle_since = None;
