@@ -39,6 +39,7 @@ mod owner;
 pub mod params;
 mod replies;
 pub mod request;
+mod sos;
 mod step;
 mod timings;
 mod trade;
@@ -48,6 +49,7 @@ use jobview::JobView;
 use ledger::Ledger;
 pub use params::Params;
 pub use request::{Outcome, Reply, Request, Search, Taken};
+use sos::Owner;
 pub use step::{Aid, Event, RankReport, Step};
 use timings::Timings;
 
@@ -92,19 +94,6 @@ pub struct Rank {
     params: Params,
     topology: Topology,
     phase: Phase,
-    /// The open SOS, as listed in the index, and when it opened.
-    sos: Option<Entry>,
-    /// The board of the open SOS, or of the last one.
-    level: Level,
-    /// Last sequence number used.
-    last_seq: u64,
-    /// Helpers' claims of the open SOS's slots (published in the SOS).
-    helped: Vec<Claim>,
-    /// Posts that could not be written, in a row; at three the rank stops
-    /// posting.
-    post_failures: u32,
-    /// Slots were claimed back to be cut anew: the next check posts.
-    recut: bool,
     /// The request out (one at a time), and the request to hand out next.
     asking: Option<Asking>,
     outbox: Option<Request>,
@@ -116,10 +105,6 @@ pub struct Rank {
     /// When an idle rank should search for help again, as its clerk's last
     /// search (which found nothing) said.
     search_at: Option<f64>,
-    /// Refreshes in a row that found no new claim.
-    quiet: u32,
-    /// When a check last consulted the rank's own SOS.
-    last_look: f64,
     /// When the rank last looked ahead for its next share.
     looked_ahead: f64,
     /// Done with its own quota: a helper since (see [`Rank::is_free`]).
@@ -143,6 +128,8 @@ pub struct Rank {
     report: RankReport,
     /// Where its ids are: lease, pending slots, claims won, the chunk out.
     ledger: Ledger,
+    /// Its SOS, as their owner.
+    owner: Owner,
     /// The job as the last termination waves showed it.
     job: JobView,
     /// What storage operations took: the cost model's inputs.
@@ -160,20 +147,13 @@ impl Rank {
         Rank {
             me,
             phase,
-            sos: None,
-            level: Level::Shared,
-            last_seq: 0,
-            helped: Vec::new(),
-            post_failures: 0,
-            recut: false,
             asking: None,
             outbox: None,
             search_at: None,
-            quiet: 0,
             ledger: Ledger::new(total, topology.ranks(), me),
+            owner: Owner::default(),
             job: JobView::default(),
             timings: Timings::default(),
-            last_look: f64::NEG_INFINITY,
             looked_ahead: f64::NEG_INFINITY,
             free: false,
             share_end: f64::NEG_INFINITY,
@@ -218,7 +198,7 @@ impl Rank {
     pub fn owns_work(&self) -> bool {
         self.remaining() > 0
             || self.ledger.computing()
-            || self.sos.is_some()
+            || self.owner.is_open()
             || self.asking.is_some()
             || !self.outgoing.is_empty()
     }
@@ -306,9 +286,9 @@ impl Rank {
     pub fn is_free(&self) -> bool {
         let v = self.speed.get();
         self.free
-            || (self.share_end.is_finite() && self.sos.is_none())
+            || (self.share_end.is_finite() && !self.owner.is_open())
             || (self.phase == Phase::Running
-                && self.sos.is_none()
+                && !self.owner.is_open()
                 && v > 0.0
                 && self.remaining() as f64 <= v * (self.params.grace + self.params.check_interval))
     }
@@ -330,12 +310,12 @@ impl Rank {
 
     /// True while an SOS of this rank is open.
     pub fn sos_open(&self) -> bool {
-        self.sos.is_some()
+        self.owner.is_open()
     }
 
     /// True while an SOS of this rank is open on its host's board.
     pub fn sos_on_host(&self) -> bool {
-        self.sos.is_some() && self.level == Level::Host
+        self.owner.is_open() && self.owner.level == Level::Host
     }
 
     /// True while a request to the clerk is out.
@@ -407,12 +387,12 @@ impl Rank {
                 self.claim_front(now);
                 continue;
             }
-            if let Some(entry) = &self.sos {
+            if let Some(entry) = &self.owner.sos {
                 // Every slot claimed: the SOS closes.
                 let seq = entry.seq;
                 self.ask(
                     Request::Withdraw {
-                        level: self.level,
+                        level: self.owner.level,
                         seq,
                     },
                     Asking::Withdraw {

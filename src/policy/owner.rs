@@ -33,7 +33,7 @@ impl Rank {
         }
         if self.params.mode != Mode::Full
             || self.phase != Phase::Running
-            || self.post_failures >= POST_FAILURES
+            || self.owner.post_failures >= POST_FAILURES
             || self.asking.is_some()
             || !self.sends.is_empty()
         {
@@ -70,8 +70,8 @@ impl Rank {
     fn decide(&mut self, now: f64, v: f64, remaining: u64, tau: f64) {
         let costs = self.costs();
         let post_level = self.post_level();
-        let level = if self.sos.is_some() {
-            self.level
+        let level = if self.owner.is_open() {
+            self.owner.level
         } else {
             post_level
         };
@@ -92,7 +92,7 @@ impl Rank {
         // free ranks.
         let offer =
             std::mem::take(&mut self.offer) && tau - self.job.end >= self.params.check_interval;
-        let late = match self.sos {
+        let late = match self.owner.sos {
             Some(_) => tau - reference >= self.params.late_threshold,
             None => offer || post_pays(reference, post_level),
         };
@@ -100,14 +100,15 @@ impl Rank {
         // shared storage only when a post there pays); back to the host's
         // board only behind a withdrawal.
         let moves = late
-            && self.sos.is_some()
-            && self.level != post_level
-            && (self.level == Level::Shared || !shared_slow || post_pays(reference, Level::Shared));
+            && self.owner.is_open()
+            && self.owner.level != post_level
+            && (self.owner.level == Level::Shared
+                || !shared_slow
+                || post_pays(reference, Level::Shared));
         let hasten = moves && shared_slow;
         // The lease runs out before a claim could come back: claim now,
         // unless a look at the SOS is due (a refresh claims the front too).
-        let look_due =
-            self.sos.is_some() && now >= self.last_look + costs.own_period(level, self.quiet);
+        let look_due = self.owner.is_open() && now >= self.owner.next_look(&costs);
         if !self.ledger.pending.is_empty() && self.lease_short(now) && !look_due {
             self.claim_front(now);
             return;
@@ -122,14 +123,10 @@ impl Rank {
             .len()
             .saturating_sub(self.can_compute(now));
         let give_back = late && excess > 0 && excess as f64 >= 2.0 * v * period;
-        if self.sos.is_some()
-            && now < self.last_look + costs.own_period(level, self.quiet)
-            && !give_back
-            && !hasten
-        {
+        if self.owner.is_open() && now < self.owner.next_look(&costs) && !give_back && !hasten {
             return;
         }
-        self.last_look = now;
+        self.owner.last_look = now;
         self.act(now, v, tau, remaining, late, (hasten, moves, give_back));
     }
 
@@ -147,11 +144,13 @@ impl Rank {
         how: (bool, bool, bool),
     ) {
         let (hasten, moves, give_back) = how;
-        match (late, self.sos.is_some()) {
+        match (late, self.owner.is_open()) {
             (true, false) => self.post(now, v, tau),
             (true, true) if hasten => self.withdraw(tau, true),
             (true, true) if moves => self.withdraw(tau, false),
-            (true, true) if give_back || std::mem::take(&mut self.recut) => self.post(now, v, tau),
+            (true, true) if give_back || std::mem::take(&mut self.owner.recut) => {
+                self.post(now, v, tau)
+            }
             (true, true) => match self.misfit(now, v) {
                 slots if !slots.is_empty() => self.claim_back(now, slots),
                 _ => self.refresh(now, v, tau),
@@ -184,7 +183,7 @@ impl Rank {
     /// plus a check interval (checks come that often).
     fn lease_short(&self, _now: f64) -> bool {
         let v = self.speed.get();
-        let level = self.ledger.front_level().unwrap_or(self.level);
+        let level = self.ledger.front_level().unwrap_or(self.owner.level);
         v > 0.0
             && (self.ledger.lease.len() as f64)
                 < v * (self.costs().claim(level) + self.params.check_interval)
@@ -193,7 +192,7 @@ impl Rank {
     /// Ids this rank computes by the job's forecast end less its risk (at
     /// least two claims' worth: the next claim comes while it computes).
     pub(super) fn can_compute(&self, now: f64) -> u64 {
-        let c = self.costs().claim(self.level);
+        let c = self.costs().claim(self.owner.level);
         let left = (self.job_left(now) - self.risk()).max(2.0 * c);
         (self.speed.get() * left).ceil() as u64
     }
@@ -201,7 +200,7 @@ impl Rank {
     /// The lease to hold: an own period of work, no more than the rank
     /// computes by the job's forecast end, at least one id.
     pub(super) fn lease_len(&self, now: f64) -> u64 {
-        let period = self.costs().own_period(self.level, 0);
+        let period = self.costs().own_period(self.owner.level, 0);
         let own = (self.speed.get() * period).ceil() as u64;
         own.min(self.can_compute(now)).max(1)
     }
@@ -258,7 +257,11 @@ impl Rank {
     /// helpers take first. The owner claims the small front slots itself
     /// as it goes.
     fn slot_sizes(&self, n: u64, now: f64, v: f64) -> Vec<u64> {
-        let offered: u64 = self.ledger.pending_on(self.level).map(Slot::len).sum();
+        let offered: u64 = self
+            .ledger
+            .pending_on(self.owner.level)
+            .map(Slot::len)
+            .sum();
         let share = (self.slot_target(now, n, n + offered, v)).max(self.least_slot(now));
         let mut unit = self.lease_len(now).max(1);
         let mut sizes = vec![unit.min(n)];
@@ -277,7 +280,7 @@ impl Rank {
     /// The smallest slot: a lease of this rank, and an own period of a
     /// helper's work (a helper claims no more often than a clerk can).
     fn least_slot(&self, now: f64) -> u64 {
-        let period = self.costs().own_period(self.level, 0);
+        let period = self.costs().own_period(self.owner.level, 0);
         let helper = (self.job.helper_speed * period).ceil() as u64;
         self.lease_len(now).max(helper).max(1)
     }
@@ -305,7 +308,7 @@ impl Rank {
     /// times the share a helper takes now (the job's end came closer), all
     /// of them. Claimed back, they are cut afresh at once.
     fn misfit(&self, now: f64, v: f64) -> Vec<Slot> {
-        let mine: Vec<Slot> = self.ledger.pending_on(self.level).cloned().collect();
+        let mine: Vec<Slot> = self.ledger.pending_on(self.owner.level).cloned().collect();
         let offered: u64 = mine.iter().map(Slot::len).sum();
         let share = self
             .slot_target(now, 0, offered, v)
@@ -323,7 +326,7 @@ impl Rank {
     /// its board without an SOS of their own, over the open SOS, at the
     /// last wave), if smaller.
     fn slot_target(&self, now: f64, n: u64, help: u64, v: f64) -> u64 {
-        let helpers = self.job.helpers_per_sos(self.level);
+        let helpers = self.job.helpers_per_sos(self.owner.level);
         self.helper_share(now, n, v).min(help.div_ceil(helpers))
     }
 
@@ -337,10 +340,10 @@ impl Rank {
     /// The open SOS as this rank would write it at `now`: its figures, its
     /// pending slots on the board of the SOS, the helpers' claims it knows.
     fn sos_body(&self, now: f64, v: f64, tau: f64, opened_at: f64) -> Sos {
-        let slots: Vec<Slot> = self.ledger.pending_on(self.level).cloned().collect();
+        let slots: Vec<Slot> = self.ledger.pending_on(self.owner.level).cloned().collect();
         Sos {
             rank: self.me,
-            seq: self.last_seq,
+            seq: self.owner.last_seq,
             state: SosState::Open(Post {
                 speed: v,
                 remaining: self.remaining(),
@@ -350,7 +353,7 @@ impl Rank {
                 opened_at,
                 at: now,
                 slots,
-                helped: self.helped.clone(),
+                helped: self.owner.helped.clone(),
             }),
         }
     }
@@ -366,7 +369,7 @@ impl Rank {
             self.next_check = now;
             return;
         }
-        self.level = level;
+        self.owner.level = level;
         // The rank keeps what it computes by its reference end; the tail
         // must hold more work than help takes to come.
         let keep = self.lease_len(now).max(self.by_end(now, v));
@@ -379,17 +382,17 @@ impl Rank {
         if new.is_empty() && self.ledger.pending_on(level).next().is_none() {
             return;
         }
-        self.last_seq += 1;
+        let seq = self.owner.next_seq();
         let sizes = self.slot_sizes(new.len(), now, v);
-        let slots = cut(&new, self.last_seq, 0, &sizes);
+        let slots = cut(&new, seq, 0, &sizes);
         self.ledger.add_pending(level, slots);
         // A post anew keeps the index's entry: the index changes only when
         // an SOS opens or closes (its writers race, see `Clerk::list`).
-        let opens = self.sos.is_none();
-        let opened_at = self.sos.as_ref().map_or(now, |e| e.opened_at);
-        let entry = self.sos.clone().unwrap_or(Entry {
+        let opens = !self.owner.is_open();
+        let opened_at = self.owner.sos.as_ref().map_or(now, |e| e.opened_at);
+        let entry = self.owner.sos.clone().unwrap_or(Entry {
             rank: self.me,
-            seq: self.last_seq,
+            seq: self.owner.last_seq,
             forecast: tau,
             opened_at,
             speed: v,
@@ -429,10 +432,10 @@ impl Rank {
 
     /// Learn the helpers' claims of the open SOS and write fresh figures.
     fn refresh(&mut self, now: f64, v: f64, tau: f64) {
-        let Some(entry) = self.sos.clone() else {
+        let Some(entry) = self.owner.sos.clone() else {
             return;
         };
-        let level = self.level;
+        let level = self.owner.level;
         // The next lease with it, when the lease runs short.
         let front = if self.lease_short(now) {
             self.front_slots(now)
@@ -459,10 +462,10 @@ impl Rank {
     /// No longer late (or moving): close the SOS; its slots stay this
     /// rank's to claim as it goes.
     fn withdraw(&mut self, forecast: f64, moving: bool) {
-        let Some(entry) = &self.sos else {
+        let Some(entry) = &self.owner.sos else {
             return;
         };
-        let (level, seq) = (self.level, entry.seq);
+        let (level, seq) = (self.owner.level, entry.seq);
         self.ask(
             Request::Withdraw { level, seq },
             Asking::Withdraw { forecast, moving },
@@ -496,9 +499,9 @@ impl Rank {
 
     /// Claim `slots` of the open SOS back, to cut them anew at once.
     fn claim_back(&mut self, now: f64, slots: Vec<Slot>) {
-        self.recut = true;
+        self.owner.recut = true;
         self.next_check = now;
-        self.claim_slots(now, self.level, slots);
+        self.claim_slots(now, self.owner.level, slots);
     }
 
     /// Claim `slots` on `level`'s board.

@@ -31,20 +31,13 @@ impl Rank {
             (Asking::Post { opens, .. }, Outcome::NotPosted) => {
                 // Nobody saw the slots: they are claimed back as the rank
                 // goes, as a withdrawn SOS's are.
-                self.post_failures += 1;
-                if opens {
-                    self.sos = None;
-                }
+                self.owner.not_posted(opens);
             }
             (Asking::Refresh { level }, Outcome::Refreshed { won, taken }) => {
                 let front = won.len();
                 let ids = self.claimed(level, won, taken);
                 self.ledger.lease.extend(&ids);
-                self.quiet = if front == 0 && ids.is_empty() {
-                    self.quiet + 1
-                } else {
-                    0
-                };
+                self.owner.refreshed(front > 0 || !ids.is_empty());
             }
             (Asking::Claim { level }, Outcome::Claimed { won, lost }) => {
                 let ids = self.claimed(level, won, lost);
@@ -76,9 +69,8 @@ impl Rank {
     /// The SOS `entry` is posted; `new`: the ids cut into new slots;
     /// `opens`: it was closed.
     fn posted(&mut self, entry: Entry, new: IdSet, opens: bool) {
-        self.post_failures = 0;
         let mut tail = new;
-        for s in self.ledger.pending_on(self.level) {
+        for s in self.ledger.pending_on(self.owner.level) {
             tail.insert(s.ids());
         }
         self.events.push(Event::SosPosted {
@@ -88,16 +80,14 @@ impl Rank {
         });
         if opens {
             self.report.sos_posted += 1;
-            self.quiet = 0;
         }
-        self.sos = Some(entry);
+        self.owner.posted(entry, opens);
     }
 
     /// The own SOS left the index; `moving`: to the other board, posted
     /// there at the next check, which comes at once.
     fn withdrawn(&mut self, forecast: f64, moving: bool) {
-        let seq = self.sos.take().map_or(self.last_seq, |e| e.seq);
-        self.helped.clear();
+        let seq = self.owner.withdrawn();
         let kept = self.ledger.pending_ids();
         if kept.is_empty() {
             self.events.push(Event::SosClosed { seq });
@@ -166,7 +156,7 @@ impl Rank {
             },
         };
         if let Some(c) = claim {
-            self.helped.push(c);
+            self.owner.helped.push(c);
         }
         self.events.push(Event::AidReceived { seq: s.seq, aid });
     }
