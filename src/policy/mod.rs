@@ -29,10 +29,10 @@ use crate::ids::IdSet;
 use crate::protocol::{Claim, Entry, Level, Slot};
 use crate::speed::{Speed, forecast};
 use crate::topology::Topology;
-use crate::transfer::Shedding;
 use crate::verdict::{Audit, Job};
 
 pub mod helper;
+mod helping;
 mod jobview;
 mod ledger;
 mod owner;
@@ -43,8 +43,10 @@ mod sos;
 mod step;
 mod timings;
 mod trade;
+mod transfers;
 mod warmup;
 
+use helping::Helper;
 use jobview::JobView;
 use ledger::Ledger;
 pub use params::Params;
@@ -52,6 +54,7 @@ pub use request::{Outcome, Reply, Request, Search, Taken};
 use sos::Owner;
 pub use step::{Aid, Event, RankReport, Step};
 use timings::Timings;
+use transfers::Transfers;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -87,51 +90,38 @@ enum Asking {
     },
 }
 
-/// The state machine of one rank.
+/// The state machine of one rank: who it is, where it stands, and its
+/// parts, each with its own state.
 #[derive(Debug)]
 pub struct Rank {
+    /// This rank, its settings and where the ranks are.
     me: usize,
     params: Params,
     topology: Topology,
+    /// Warm-up, its exchange, or running on the plan's quota.
     phase: Phase,
     /// The request out (one at a time), and the request to hand out next.
     asking: Option<Asking>,
     outbox: Option<Request>,
+    /// Its speed, measured on the chunks it computed.
     speed: Speed,
+    /// The plan's horizon `T_e` (infinite before the plan).
     horizon: f64,
+    /// When the next periodic check is due.
     next_check: f64,
-    /// Since when the rank has had no work (a helper looking for an SOS).
-    idle_since: Option<f64>,
-    /// When an idle rank should search for help again, as its clerk's last
-    /// search (which found nothing) said.
-    search_at: Option<f64>,
-    /// When the rank last looked ahead for its next share.
-    looked_ahead: f64,
-    /// Done with its own quota: a helper since (see [`Rank::is_free`]).
-    free: bool,
-    /// When the work of the last share taken ends at the speed it was
-    /// taken at.
-    share_end: f64,
-    /// Ranks on this rank's host.
-    host_ranks: usize,
-    /// This job's hosts trade through MPI ([`Rank::trades`]).
-    trading: bool,
-    /// Host transfers this rank is to send (to rank, ids), from the last
-    /// wave's plan, and those ready to go.
-    sends: Vec<(usize, u64)>,
-    outgoing: Vec<(usize, IdSet)>,
-    /// Between two plans: what this rank sheds to the last plan's receivers.
-    shedding: Shedding,
-    /// Received a host transfer not yet offered on the host's board.
-    offer: bool,
+    /// Events for the monitor log, and the figures for the summary.
     events: Vec<Event>,
     report: RankReport,
     /// Where its ids are: lease, pending slots, claims won, the chunk out.
     ledger: Ledger,
     /// Its SOS, as their owner.
     owner: Owner,
+    /// Its search for others' work, as a helper.
+    helper: Helper,
     /// The job as the last termination waves showed it.
     job: JobView,
+    /// Its host transfers.
+    trade: Transfers,
     /// What storage operations took: the cost model's inputs.
     timings: Timings,
 }
@@ -149,30 +139,21 @@ impl Rank {
             phase,
             asking: None,
             outbox: None,
-            search_at: None,
-            ledger: Ledger::new(total, topology.ranks(), me),
-            owner: Owner::default(),
-            job: JobView::default(),
-            timings: Timings::default(),
-            looked_ahead: f64::NEG_INFINITY,
-            free: false,
-            share_end: f64::NEG_INFINITY,
-            host_ranks: topology.members(topology.host_index(me)).len(),
-            trading: crate::transfer::on(&topology, &params),
-            sends: Vec::new(),
-            outgoing: Vec::new(),
-            shedding: Shedding::default(),
-            offer: false,
             speed: Speed::new(params.speed_window)
                 .with_steady_window(STEADY_WINDOWS * params.speed_window),
             horizon: f64::INFINITY,
             next_check: params.check_interval,
-            idle_since: None,
             events: Vec::new(),
             report: RankReport {
                 rank: me,
                 ..RankReport::default()
             },
+            ledger: Ledger::new(total, topology.ranks(), me),
+            owner: Owner::default(),
+            helper: Helper::default(),
+            job: JobView::default(),
+            trade: Transfers::new(me, &topology, &params),
+            timings: Timings::default(),
             params,
             topology,
         }
@@ -200,14 +181,14 @@ impl Rank {
             || self.ledger.computing()
             || self.owner.is_open()
             || self.asking.is_some()
-            || !self.outgoing.is_empty()
+            || !self.trade.outgoing.is_empty()
     }
 
     /// The ids owned now (lease, slots, the chunk handed out), to name them
     /// in an error.
     pub fn owned(&self) -> IdSet {
         let mut ids = self.ledger.owned();
-        for (_, part) in &self.outgoing {
+        for (_, part) in &self.trade.outgoing {
             ids.extend(part);
         }
         ids
@@ -285,8 +266,8 @@ impl Rank {
     /// [`crate::verdict::Status::free`]).
     pub fn is_free(&self) -> bool {
         let v = self.speed.get();
-        self.free
-            || (self.share_end.is_finite() && !self.owner.is_open())
+        self.helper.free
+            || (self.helper.took_share() && !self.owner.is_open())
             || (self.phase == Phase::Running
                 && !self.owner.is_open()
                 && v > 0.0
@@ -407,7 +388,7 @@ impl Rank {
                     until: f64::INFINITY,
                 });
             }
-            self.free = true;
+            self.helper.free = true;
             if let Some(until) = self.help(now, 0.0) {
                 return Ok(Step::Idle { until });
             }

@@ -35,12 +35,12 @@ impl Rank {
             || self.phase != Phase::Running
             || self.owner.post_failures >= POST_FAILURES
             || self.asking.is_some()
-            || !self.sends.is_empty()
+            || !self.trade.sends.is_empty()
         {
             return;
         }
-        self.sends = self.shedding.grown(self.excess(now), v);
-        if self.sends.is_empty() {
+        self.trade.sends = self.trade.shedding.grown(self.excess(now), v);
+        if self.trade.sends.is_empty() {
             self.decide(now, v, remaining, tau);
         }
     }
@@ -52,7 +52,7 @@ impl Rank {
     /// sooner. On fast storage a rank that took a share is never late
     /// before the end the share was sized to.
     fn reference_end(&self, shared_slow: bool) -> f64 {
-        let took = self.free || self.share_end.is_finite();
+        let took = self.helper.free || self.helper.took_share();
         let reference = if (shared_slow || took) && self.job.end.is_finite() {
             self.job.end
         } else {
@@ -61,7 +61,7 @@ impl Rank {
         reference.max(if shared_slow {
             f64::NEG_INFINITY
         } else {
-            self.share_end
+            self.helper.share_end
         })
     }
 
@@ -90,8 +90,8 @@ impl Rank {
         // A host transfer received goes on the host's board as soon as the
         // rank will not finish it by the job's end: it came for the host's
         // free ranks.
-        let offer =
-            std::mem::take(&mut self.offer) && tau - self.job.end >= self.params.check_interval;
+        let offer = std::mem::take(&mut self.trade.offer)
+            && tau - self.job.end >= self.params.check_interval;
         let late = match self.owner.sos {
             Some(_) => tau - reference >= self.params.late_threshold,
             None => offer || post_pays(reference, post_level),
@@ -163,10 +163,10 @@ impl Rank {
                 if remaining > 0
                     && self.job.open_sos > 0
                     && (tau - now < self.look_ahead() || tau < self.early_before(now))
-                    && now >= self.looked_ahead + self.look_pace(tau - now)
+                    && now >= self.helper.looked_ahead + self.look_pace(tau - now)
                     && (!self.looks_early(tau - now) || self.host_late_elsewhere()) =>
             {
-                self.looked_ahead = now;
+                self.helper.looked_ahead = now;
                 self.help(now, tau - now);
             }
             (false, false) => {}
@@ -414,7 +414,7 @@ impl Rank {
     /// and there are other hosts to help.
     pub(super) fn post_level(&self) -> Level {
         let host_late = self.host_lateness().is_some() && self.topology.hosts() > 1;
-        if self.params.host_board && (!host_late || self.trading) {
+        if self.params.host_board && (!host_late || self.trade.trading) {
             Level::Host
         } else {
             Level::Shared
@@ -524,7 +524,7 @@ impl Rank {
         let idle_since = if busy_for > 0.0 {
             now
         } else {
-            *self.idle_since.get_or_insert(now)
+            *self.helper.idle_since.get_or_insert(now)
         };
         // On slow storage a look at the index is dear: at most once per
         // operation (a watcher still wakes the rank at once).
@@ -541,7 +541,7 @@ impl Rank {
         // An idle rank's last search found nothing, and said when to look
         // again.
         if busy_for == 0.0
-            && let Some(at) = self.search_at.take()
+            && let Some(at) = self.helper.search_at.take()
             && now < at
             && !woken
         {
@@ -583,7 +583,7 @@ impl Rank {
             counted_at: self.job.counted_at,
             site_end: self.job.site_end(),
             job_end: self.job.end,
-            shared: !self.trading,
+            shared: !self.trade.trading,
         }
     }
 }

@@ -55,7 +55,7 @@ impl Rank {
                 // (An early look that found nothing does not hold back the
                 // searches of a rank that runs out of work.)
                 None if early => {}
-                None => self.search_at = Some(wake),
+                None => self.helper.search_at = Some(wake),
             },
             (asking, outcome) => {
                 return Err(Error::Internal(format!(
@@ -120,8 +120,7 @@ impl Rank {
             Level::Host => self.report.host_steals += 1,
         }
         self.took(owner, level, slots);
-        self.idle_since = None;
-        self.share_end = ends;
+        self.helper.took(ends);
     }
 
     /// The ids of the own slots `won` on `level`'s board; `lost`: claimed

@@ -14,7 +14,7 @@ use crate::transfer::Shedding;
 impl Rank {
     /// Whether this job's hosts trade through MPI ([`crate::transfer::on`]).
     pub fn trades(&self) -> bool {
-        self.trading
+        self.trade.trading
     }
 
     /// Whether this rank is at least as fast as its host's mean speed at
@@ -22,7 +22,7 @@ impl Rank {
     pub fn fast(&self) -> bool {
         let h = self.topology.host_index(self.me);
         let host = self.job.hosts.get(h).map_or(0.0, |h| h.1);
-        self.speed.get() * self.host_ranks as f64 >= host
+        self.speed.get() * self.trade.host_ranks as f64 >= host
     }
 
     /// Ids this rank will not have computed by the job's forecast end at
@@ -43,17 +43,17 @@ impl Rank {
             return;
         }
         let excess = self.excess(job.at);
-        self.sends = crate::transfer::sends(job, &self.topology, self.me, excess);
-        self.shedding = Shedding::after(&self.sends, excess);
+        self.trade.sends = crate::transfer::sends(job, &self.topology, self.me, excess);
+        self.trade.shedding = Shedding::after(&self.trade.sends, excess);
     }
 
     /// The next step of a rank with transfers to make: a send ready, or the
     /// ids for the sends to come (a claim of pending slots, or the lease).
     pub(super) fn trade_step(&mut self, now: f64) -> Option<Step> {
-        if let Some((to, ids)) = self.outgoing.pop() {
+        if let Some((to, ids)) = self.trade.outgoing.pop() {
             return Some(Step::Send { to, ids });
         }
-        if !self.sends.is_empty() && self.asking.is_none() {
+        if !self.trade.sends.is_empty() && self.asking.is_none() {
             self.give(now);
             return self.trade_step(now);
         }
@@ -64,7 +64,7 @@ impl Rank {
     /// slots (claimed back first), else from the back of the lease beyond
     /// what the rank computes by the job's forecast end.
     fn give(&mut self, now: f64) {
-        let sends = std::mem::take(&mut self.sends);
+        let sends = std::mem::take(&mut self.trade.sends);
         let n: u64 = sends.iter().map(|s| s.1).sum();
         if let Some((level, slots)) = self.ledger.back(n) {
             let claim = self.claim_template(now);
@@ -102,7 +102,7 @@ impl Rank {
                 to,
                 ids: part.clone(),
             });
-            self.outgoing.push((to, part));
+            self.trade.outgoing.push((to, part));
         }
         self.ledger.lease.extend(&ids);
     }
@@ -113,9 +113,8 @@ impl Rank {
         self.report.taken += ids.len();
         self.ledger.lease.extend(&ids);
         self.events.push(Event::Received { from, ids });
-        self.offer = true;
-        self.idle_since = None;
-        self.search_at = None;
+        self.trade.offer = true;
+        self.helper.got_work();
         self.next_check = self.next_check.min(now);
     }
 }
