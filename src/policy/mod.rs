@@ -10,8 +10,28 @@
 //! as [`Step::Exchange`]. The MPI shell ([`crate::Balancer`]) and the
 //! simulator drive the same code.
 //!
-//! - `owner`: the SOS owner's decisions (post, refresh, claim, withdraw);
+//! A rank is made of parts, each a struct with its own state (private
+//! modules):
+//!
+//! - `ledger`: where its ids are (lease, pending slots, claims won, the
+//!   chunk out, the audit);
+//! - `sos`: its SOS, as their owner (the open entry, its board, how posts
+//!   and refreshes went);
+//! - `helping`: its search for others' work (idle since, next search, the
+//!   share taken);
+//! - `jobview`: the job as the termination waves show it (forecast end,
+//!   hosts, idle ranks, open SOS);
+//! - `transfers`: its host transfers (planned, ready, shed, to offer);
+//! - `timings`: what storage operations took, the cost model's inputs.
+//!
+//! Its decisions, which read several parts, are [`Rank`]'s methods, by
+//! concern:
+//!
+//! - `owner`: the periodic check and the SOS owner's decisions (post,
+//!   refresh, claim, withdraw);
+//! - `replies`: the clerk's replies applied;
 //! - `trade`: host transfers, by claims back and MPI sends;
+//! - `warmup`: Algorithm 1 from the rank's side;
 //! - [`helper`]: the helper's, pure (which SOS, how many ids, which slots);
 //! - [`request`]: the messages between a rank and its clerk.
 //!
