@@ -117,11 +117,7 @@ impl Rank {
         // slowed down, or the end came closer) by two own periods goes back
         // into slots, for helpers.
         let period = costs.own_period(level, 0);
-        let excess = self
-            .ledger
-            .lease
-            .len()
-            .saturating_sub(self.can_compute(now));
+        let excess = (self.ledger.lease.len()).saturating_sub(self.can_compute(now));
         let give_back = late && excess > 0 && excess as f64 >= 2.0 * v * period;
         if self.owner.is_open() && now < self.owner.next_look(&costs) && !give_back && !hasten {
             return;
@@ -211,7 +207,8 @@ impl Rank {
         RISK * self.speed.spread()
     }
 
-    /// Seconds to the job's forecast end ([`JobView::left`](super::jobview::JobView::left)).
+    /// Seconds to the job's forecast end
+    /// ([`JobView::left`](super::jobview::JobView::left)).
     pub(super) fn job_left(&self, now: f64) -> f64 {
         self.job.left(now, self.params.check_interval)
     }
@@ -245,7 +242,8 @@ impl Rank {
 
     /// Seconds of own work left at which a rank looks for its next share:
     /// one steal from the nearest SOS of a host whose every rank is late
-    /// (the job view's `sos_near`), so that the steal passes while it computes.
+    /// (the job view's `sos_near`), so that the steal passes while it
+    /// computes.
     fn look_ahead(&self) -> f64 {
         self.steal_cost(self.job.sos_near)
     }
@@ -257,9 +255,7 @@ impl Rank {
     /// helpers take first. The owner claims the small front slots itself
     /// as it goes.
     fn slot_sizes(&self, n: u64, now: f64, v: f64) -> Vec<u64> {
-        let offered: u64 = self
-            .ledger
-            .pending_on(self.owner.level)
+        let offered: u64 = (self.ledger.pending_on(self.owner.level))
             .map(Slot::len)
             .sum();
         let share = (self.slot_target(now, n, n + offered, v)).max(self.least_slot(now));
