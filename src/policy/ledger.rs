@@ -163,3 +163,49 @@ impl Ledger {
         self.pending.retain(|(_, p)| p != s);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::cut;
+
+    /// Rank 0 of 2 with 100 ids (its block 0..50), 30 of them cut into
+    /// slots of 10 on the host's board and 10 on the shared one.
+    fn ledger() -> Ledger {
+        let mut l = Ledger::new(100, 2, 0);
+        let tail = l.lease.take_back(40);
+        let slots = cut(&tail, 1, 0, &[10, 10, 10, 10]);
+        l.add_pending(Level::Shared, slots[3..].to_vec());
+        l.add_pending(Level::Host, slots[..3].to_vec());
+        l
+    }
+
+    #[test]
+    fn the_slots_walked_from_the_front_and_the_back_stay_on_one_board() {
+        let l = ledger();
+        assert_eq!(l.remaining(), 50);
+        assert_eq!(l.front_level(), Some(Level::Host));
+        let starts = |s: &[Slot]| s.iter().map(|s| s.start).collect::<Vec<_>>();
+        assert_eq!(starts(&l.front(15)), [10, 20]);
+        assert_eq!(starts(&l.front(100)), [10, 20, 30]);
+        assert_eq!(
+            l.back(5).map(|(lv, s)| (lv, starts(&s))),
+            Some((Level::Shared, vec![40]))
+        );
+        assert_eq!(l.pending_on(Level::Host).count(), 3);
+        assert_eq!(l.pending_ids().len(), 40);
+    }
+
+    #[test]
+    fn a_chunk_handed_out_counts_once_finished() {
+        let mut l = ledger();
+        let chunk = l.hand_out(1.0, 4);
+        assert_eq!(chunk, Some(0..4));
+        assert!(l.computing() && l.owned().len() == 50);
+        l.restart(2.0);
+        assert_eq!(l.finish(), Some((2.0, 4)));
+        assert_eq!(l.take_progress().map(|p| p.len()), Some(4));
+        assert_eq!(l.take_progress(), None);
+        assert_eq!(l.remaining(), 46);
+    }
+}

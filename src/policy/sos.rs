@@ -88,3 +88,38 @@ impl Owner {
         seq
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quiet_refreshes_space_the_looks_until_a_new_sos_opens() {
+        let costs = Costs {
+            op: [0.0; 2],
+            check_interval: 1.0,
+            late_threshold: 1.0,
+            poll: 0.1,
+        };
+        let mut o = Owner::default();
+        let entry = Entry {
+            rank: 0,
+            seq: o.next_seq(),
+            forecast: 10.0,
+            opened_at: 0.0,
+            speed: 1.0,
+        };
+        o.posted(entry.clone(), true);
+        o.last_look = 0.0;
+        assert_eq!(o.next_look(&costs), 1.0);
+        o.refreshed(false);
+        assert_eq!(o.next_look(&costs), 2.0);
+        o.refreshed(true);
+        assert_eq!(o.next_look(&costs), 1.0);
+        o.refreshed(false);
+        assert_eq!(o.withdrawn(), 1);
+        assert!(!o.is_open());
+        o.posted(entry, true);
+        assert_eq!(o.next_look(&costs), 1.0);
+    }
+}
