@@ -20,6 +20,7 @@
 use crate::board::{Board, Claimed, Probe};
 use crate::cost::{OPS, TRIES, claim_reads, search_reads, slot};
 use crate::error::{Error, Result};
+use crate::plan::ShareInput;
 #[cfg(feature = "emulate")]
 use crate::policy::Step;
 use crate::policy::helper::{Ask, Candidate, Rules, candidates, early_site_end};
@@ -241,7 +242,7 @@ impl Clerk {
     }
 
     /// Who claimed this rank's slot `s`, while the request may still read
-    /// a claim ([`CLAIM_READS`]): each read is an operation, and the
+    /// a claim ([`claim_reads`]): each read is an operation, and the
     /// claimant is news, not a decision.
     fn claimant(&mut self, s: &Slot, board: &mut dyn Board) -> Option<Claim> {
         if self.reads_left == 0 || self.over() {
@@ -431,7 +432,7 @@ impl Clerk {
             });
             if let Some((slots, share)) = taken {
                 self.idle_polls = 0;
-                let start = ask.steal_cost.max(ask.busy_for);
+                let start = ask.input.steal_cost.max(ask.input.busy_for);
                 return Outcome::Helped {
                     taken: Some(Taken {
                         owner: c.entry.rank,
@@ -472,26 +473,33 @@ impl Clerk {
             Level::Shared => search.steal_cost[c.distance.min(2) as usize],
             Level::Host => search.host_steal,
         };
+        let claim_cost = match level {
+            Level::Shared => search.steal_cost[0],
+            Level::Host => search.host_steal,
+        } / OPS.steal;
         Ask {
             me: self.me,
             now: search.now,
             distance: c.distance,
             policy: search.policy,
-            helper_speed: search.speed,
-            job_left: match site_end {
-                Some(end) if c.distance == 1 => search.job_left.max(end - search.now),
-                _ => search.job_left,
+            claim_cost,
+            input: ShareInput {
+                owner_remaining: 0.0,
+                owner_speed: 0.0,
+                helper_speed: search.speed,
+                others: Vec::new(),
+                available: 0,
+                job_left: match site_end {
+                    Some(end) if c.distance == 1 => search.job_left.max(end - search.now),
+                    _ => search.job_left,
+                },
+                steal_cost,
+                near_helpers: c.near_helpers,
+                busy_for: search.busy_for,
+                risk: search.risk,
+                least_one: level == Level::Host,
+                dear_steal: self.params.late_threshold,
             },
-            steal_cost,
-            near_helpers: c.near_helpers,
-            busy_for: search.busy_for,
-            risk: search.risk,
-            least_one: level == Level::Host,
-            dear_steal: self.params.late_threshold,
-            claim_cost: match level {
-                Level::Shared => search.steal_cost[0],
-                Level::Host => search.host_steal,
-            } / OPS.steal,
         }
     }
 
@@ -547,9 +555,9 @@ impl Clerk {
                     slot: s.clone(),
                     by: self.me,
                     at: ask.now,
-                    speed: ask.helper_speed,
-                    busy_for: ask.busy_for,
-                    steal_cost: ask.steal_cost,
+                    speed: ask.input.helper_speed,
+                    busy_for: ask.input.busy_for,
+                    steal_cost: ask.input.steal_cost,
                 };
                 match board.claim(&claim) {
                     Ok(Claimed::Won) => got.push(s.clone()),

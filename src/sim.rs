@@ -727,8 +727,8 @@ impl<'a> Sim<'a> {
 
     /// As `finish` after the `verdict`: replies still on their way reach
     /// their ranks (a search stops at the verdict, once the step under way
-    /// is done: at most a claim, one operation), and owners whose SOS is still open look at it once more:
-    /// their accounts of the help given. The job ends (the makespan) when
+    /// is done: at most a claim, one operation), and owners whose SOS is
+    /// still open look at it once more: their accounts of the help given. The job ends (the makespan) when
     /// the last rank is through.
     fn last_looks(&mut self, verdict: f64) -> Result<f64> {
         let mut makespan = verdict;

@@ -11,7 +11,7 @@ use crate::verdict::hosts_late;
 
 /// What a helper asks of an SOS: the figures of its share besides the
 /// SOS's own.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Ask {
     /// The helper's rank.
     pub me: usize,
@@ -21,26 +21,13 @@ pub struct Ask {
     pub distance: u8,
     /// The share policy.
     pub policy: HelpPolicy,
-    /// The helper's speed.
-    pub helper_speed: f64,
-    /// Seconds to the end the share is capped by (the job's forecast end).
-    pub job_left: f64,
-    /// Seconds the steal takes the helper.
-    pub steal_cost: f64,
-    /// Helpers nearer the owner that close the SOS alone while the farther
-    /// free ranks wait their grace ([`ShareInput::near_helpers`]).
-    pub near_helpers: f64,
-    /// Seconds of own work before the share.
-    pub busy_for: f64,
-    /// Seconds the helper's last realisation may run past its mean.
-    pub risk: f64,
-    /// The SOS is on the helper's host board ([`ShareInput::least_one`]).
-    pub least_one: bool,
-    /// Seconds from which a steal is dear ([`ShareInput::dear_steal`]).
-    pub dear_steal: f64,
     /// Seconds one claim takes: a slot whose work at the owner's speed is
     /// less is not worth its claim.
     pub claim_cost: f64,
+    /// The helper's figures of the share; the owner's (its remaining ids
+    /// and speed, its other helpers, the ids available) come from each
+    /// post read ([`Ask::share`]).
+    pub input: ShareInput,
 }
 
 impl Ask {
@@ -48,11 +35,12 @@ impl Ask {
     /// known to be claimed (0: nothing worth a steal).
     pub fn share(&self, p: &Post, taken: &[Slot]) -> u64 {
         let now = self.now;
+        let h = &self.input;
         // Slots found claimed whose claims are not known: another helper's
         // share, taken about now at this helper's speed.
         let unknown = (taken.iter())
             .filter(|s| !p.helped.iter().any(|c| c.slot == **s))
-            .map(|s| (self.helper_speed, s.len() as f64, self.steal_cost));
+            .map(|s| (h.helper_speed, s.len() as f64, h.steal_cost));
         let others = (p.helped.iter())
             .map(|c| c.work_left(now))
             .chain(unknown)
@@ -66,16 +54,9 @@ impl Ask {
             &ShareInput {
                 owner_remaining: p.unhelped(now, taken),
                 owner_speed: p.speed,
-                helper_speed: self.helper_speed,
                 others,
                 available,
-                job_left: self.job_left,
-                steal_cost: self.steal_cost,
-                near_helpers: self.near_helpers,
-                busy_for: self.busy_for,
-                risk: self.risk,
-                least_one: self.least_one,
-                dear_steal: self.dear_steal,
+                ..h.clone()
             },
         )
     }
@@ -88,7 +69,7 @@ impl Ask {
     /// a claim.
     pub fn slots(&self, p: &Post, taken: &[Slot]) -> Vec<Slot> {
         let k = self.share(p, taken) as f64;
-        let (vh, vj) = (self.helper_speed.max(1e-9), p.speed.max(1e-9));
+        let (vh, vj) = (self.input.helper_speed.max(1e-9), p.speed.max(1e-9));
         // Help never ends after the owner alone would.
         let most = vh * p.unhelped(self.now, taken) / vj;
         // Each helper starts at its own place among the largest slots (the
@@ -128,11 +109,10 @@ impl Ask {
             .filter(|c| c.by != me && c.by < topology.ranks())
             .filter(|c| topology.distance(c.by, owner) == self.distance)
             .map(|c| c.steal_cost)
-            .fold(self.steal_cost, f64::max);
-        Ask {
-            steal_cost,
-            ..*self
-        }
+            .fold(self.input.steal_cost, f64::max);
+        let mut ask = self.clone();
+        ask.input.steal_cost = steal_cost;
+        ask
     }
 }
 
@@ -341,16 +321,29 @@ mod tests {
             now: 2.0,
             distance: 0,
             policy: HelpPolicy::Balanced,
-            helper_speed: 50.0,
-            job_left: 100.0,
-            steal_cost: 0.0,
-            near_helpers: 0.0,
-            busy_for: 0.0,
-            risk: 0.0,
-            least_one: false,
-            dear_steal: 1.0,
             claim_cost: 0.0,
+            input: ShareInput {
+                owner_remaining: 0.0,
+                owner_speed: 0.0,
+                helper_speed: 50.0,
+                others: Vec::new(),
+                available: 0,
+                job_left: 100.0,
+                steal_cost: 0.0,
+                near_helpers: 0.0,
+                busy_for: 0.0,
+                risk: 0.0,
+                least_one: false,
+                dear_steal: 1.0,
+            },
         }
+    }
+
+    /// [`ask`] with `f` applied to its share's figures.
+    fn ask_with(f: impl FnOnce(&mut ShareInput)) -> Ask {
+        let mut a = ask();
+        f(&mut a.input);
+        a
     }
 
     #[test]
@@ -381,21 +374,12 @@ mod tests {
         let got = ask().slots(&p, &taken);
         assert_eq!(got.iter().map(|s| s.index).collect::<Vec<_>>(), [5, 3, 2]);
         // A slow helper (10 ids/s: a share of 150) takes 3 slots.
-        let slow = Ask {
-            helper_speed: 10.0,
-            ..ask()
-        };
+        let slow = ask_with(|i| i.helper_speed = 10.0);
         assert_eq!(slow.slots(&p, &[]).len(), 3);
         // The job ends in 0.6 s: 30 ids wanted, at least half a slot of 50.
-        let late = Ask {
-            job_left: 0.6,
-            ..ask()
-        };
+        let late = ask_with(|i| i.job_left = 0.6);
         assert_eq!(late.slots(&p, &[]).len(), 1);
-        let later = Ask {
-            job_left: 0.4,
-            ..ask()
-        };
+        let later = ask_with(|i| i.job_left = 0.4);
         assert!(later.slots(&p, &[]).is_empty());
         // Slots whose work at the owner's speed is less than a claim's
         // cost are left after the first.
@@ -417,6 +401,7 @@ mod tests {
         let priced = |me: usize, distance: u8| {
             Ask { distance, ..ask() }
                 .priced(&p, 0, me, &topology)
+                .input
                 .steal_cost
         };
         assert_eq!(priced(3, 1), 0.2);

@@ -10,8 +10,28 @@
 //! as [`Step::Exchange`]. The MPI shell ([`crate::Balancer`]) and the
 //! simulator drive the same code.
 //!
-//! - `owner`: the SOS owner's decisions (post, refresh, claim, withdraw);
+//! A rank is made of parts, each a struct with its own state (private
+//! modules):
+//!
+//! - `ledger`: where its ids are (lease, pending slots, claims won, the
+//!   chunk out, the audit);
+//! - `sos`: its SOS, as their owner (the open entry, its board, how posts
+//!   and refreshes went);
+//! - `helping`: its search for others' work (idle since, next search, the
+//!   share taken);
+//! - `jobview`: the job as the termination waves show it (forecast end,
+//!   hosts, idle ranks, open SOS);
+//! - `transfers`: its host transfers (planned, ready, shed, to offer);
+//! - `timings`: what storage operations took, the cost model's inputs.
+//!
+//! Its decisions, which read several parts, are [`Rank`]'s methods, by
+//! concern:
+//!
+//! - `owner`: the periodic check and the SOS owner's decisions (post,
+//!   refresh, claim, withdraw);
+//! - `replies`: the clerk's replies applied;
 //! - `trade`: host transfers, by claims back and MPI sends;
+//! - `warmup`: Algorithm 1 from the rank's side;
 //! - [`helper`]: the helper's, pure (which SOS, how many ids, which slots);
 //! - [`request`]: the messages between a rank and its clerk.
 //!
@@ -23,30 +43,38 @@
 //! every instant each id is the lease of one rank, or in one slot.
 
 use crate::config::Mode;
-use crate::cost::{Costs, STEADY_WINDOWS, slot};
+use crate::cost::{Costs, STEADY_WINDOWS};
 use crate::error::Result;
 use crate::ids::IdSet;
-use crate::plan::initial_block;
 use crate::protocol::{Claim, Entry, Level, Slot};
 use crate::speed::{Speed, forecast};
-use crate::topology::{IdleMap, Topology};
-use crate::transfer::Shedding;
-use crate::verdict::{Audit, Job, bit, hosts_end};
-use std::ops::Range;
-use std::sync::Arc;
+use crate::topology::Topology;
+use crate::verdict::{Audit, Job};
 
 pub mod helper;
+mod helping;
+mod jobview;
+mod ledger;
 mod owner;
 pub mod params;
 mod replies;
 pub mod request;
+mod sos;
 mod step;
+mod timings;
 mod trade;
+mod transfers;
 mod warmup;
 
+use helping::Helper;
+use jobview::JobView;
+use ledger::Ledger;
 pub use params::Params;
 pub use request::{Outcome, Reply, Request, Search, Taken};
+use sos::Owner;
 pub use step::{Aid, Event, RankReport, Step};
+use timings::Timings;
+use transfers::Transfers;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -82,112 +110,45 @@ enum Asking {
     },
 }
 
-/// The state machine of one rank.
+/// The state machine of one rank: who it is, where it stands, and its
+/// parts, each with its own state.
 #[derive(Debug)]
 pub struct Rank {
+    /// This rank, its settings and where the ranks are.
     me: usize,
-    total: u64,
     params: Params,
     topology: Topology,
+    /// Warm-up, its exchange, or running on the plan's quota.
     phase: Phase,
-    /// Ids this rank may compute now.
-    lease: IdSet,
-    /// Slots this rank posted that nobody is known to have claimed, with
-    /// their board, in id order.
-    pending: Vec<(Level, Slot)>,
-    /// The open SOS, as listed in the index, and when it opened.
-    sos: Option<Entry>,
-    /// The board of the open SOS, or of the last one.
-    level: Level,
-    /// Last sequence number used.
-    last_seq: u64,
-    /// Helpers' claims of the open SOS's slots (published in the SOS).
-    helped: Vec<Claim>,
-    /// Posts that could not be written, in a row; at [`crate::cost::TRIES`] the rank stops
-    /// posting.
-    post_failures: u32,
-    /// Slots were claimed back to be cut anew: the next check posts.
-    recut: bool,
     /// The request out (one at a time), and the request to hand out next.
     asking: Option<Asking>,
     outbox: Option<Request>,
+    /// Its speed, measured on the chunks it computed.
     speed: Speed,
+    /// The plan's horizon `T_e` (infinite before the plan).
     horizon: f64,
+    /// When the next periodic check is due.
     next_check: f64,
-    /// Since when the rank has had no work (a helper looking for an SOS).
-    idle_since: Option<f64>,
-    /// When an idle rank should search for help again, as its clerk's last
-    /// search (which found nothing) said.
-    search_at: Option<f64>,
-    /// The ids computed, for the audit at finalize.
-    audit: Audit,
-    /// Refreshes in a row that found no new claim.
-    quiet: u32,
-    /// Seconds per storage operation on the shared board and the host's.
-    op_cost: [f64; 2],
-    /// Seconds a look at an SOS at distance 0, 1, 2 took in searches.
-    look_cost: [f64; 3],
-    /// When a check last consulted the rank's own SOS.
-    last_look: f64,
-    /// When the rank last looked ahead for its next share.
-    looked_ahead: f64,
-    /// The job's forecast end, from the last termination wave.
-    job_end: f64,
-    /// Each host's ids left and speed at the last wave, as of `counted_at`.
-    hosts: Arc<Vec<(u64, f64)>>,
-    counted_at: f64,
-    /// When the hosts of this rank's site will have computed what they own,
-    /// at the last five waves (infinite before): see [`Rank::site_end`].
-    site_ends: [f64; 5],
-    /// When the ranks of this rank's host will have computed what they own,
-    /// at the last wave.
-    host_end: f64,
-    /// Idle ranks, and free ranks per host and site, at the last wave.
-    idle: Arc<IdleMap>,
-    /// The speed of a helper to come: the free ranks' mean at the last
-    /// wave, or the job's mean while none is free.
-    helper_speed: f64,
-    /// Done with its own quota: a helper since (see [`Rank::is_free`]).
-    free: bool,
-    /// When the work of the last share taken ends at the speed it was
-    /// taken at.
-    share_end: f64,
-    /// Open SOS this rank can reach, at the last wave.
-    open_sos: u64,
-    /// The helpers an SOS of this rank may expect on the shared board and
-    /// on its host's: the ranks there without an open SOS, at the last wave.
-    helpers: [u64; 2],
-    /// The distance to the nearest host all of whose ranks have an SOS open
-    /// (0 when none): this rank's steals from there set how far ahead it
-    /// looks ([`Rank::nearest_sos`]).
-    sos_near: u8,
-    /// A watcher saw the open index change since the last look at it.
-    index_changed: bool,
-    /// Claims this rank won: the board, the owner and the slot.
-    won: Vec<(Level, usize, Slot)>,
-    /// Ranks on this rank's host.
-    host_ranks: usize,
-    /// This job's hosts trade through MPI ([`Rank::trades`]).
-    trading: bool,
-    /// Host transfers this rank is to send (to rank, ids), from the last
-    /// wave's plan, and those ready to go.
-    sends: Vec<(usize, u64)>,
-    outgoing: Vec<(usize, IdSet)>,
-    /// Between two plans: what this rank sheds to the last plan's receivers.
-    shedding: Shedding,
-    /// Received a host transfer not yet offered on the host's board.
-    offer: bool,
-    /// The chunk being computed and when it was handed out.
-    out: Option<(f64, Range<u64>)>,
-    progress: IdSet,
+    /// Events for the monitor log, and the figures for the summary.
     events: Vec<Event>,
     report: RankReport,
+    /// Where its ids are: lease, pending slots, claims won, the chunk out.
+    ledger: Ledger,
+    /// Its SOS, as their owner.
+    owner: Owner,
+    /// Its search for others' work, as a helper.
+    helper: Helper,
+    /// The job as the last termination waves showed it.
+    job: JobView,
+    /// Its host transfers.
+    trade: Transfers,
+    /// What storage operations took: the cost model's inputs.
+    timings: Timings,
 }
 
 impl Rank {
     /// Rank `me` of `topology.ranks()`, owning its initial block of `0..total`.
     pub fn new(me: usize, total: u64, params: Params, topology: Topology) -> Rank {
-        let lease = IdSet::from_range(initial_block(total, topology.ranks(), me));
         let phase = if params.mode == Mode::Static {
             Phase::Running
         } else {
@@ -195,57 +156,24 @@ impl Rank {
         };
         Rank {
             me,
-            total,
             phase,
-            lease,
-            pending: Vec::new(),
-            sos: None,
-            level: Level::Shared,
-            last_seq: 0,
-            helped: Vec::new(),
-            post_failures: 0,
-            recut: false,
             asking: None,
             outbox: None,
-            search_at: None,
-            audit: Audit::default(),
-            quiet: 0,
-            op_cost: [0.0; 2],
-            look_cost: [0.0; 3],
-            last_look: f64::NEG_INFINITY,
-            looked_ahead: f64::NEG_INFINITY,
-            job_end: f64::INFINITY,
-            hosts: Arc::default(),
-            counted_at: 0.0,
-            site_ends: [f64::INFINITY; 5],
-            host_end: f64::INFINITY,
-            idle: Arc::default(),
-            helper_speed: 0.0,
-            free: false,
-            share_end: f64::NEG_INFINITY,
-            open_sos: 0,
-            helpers: [0; 2],
-            sos_near: 0,
-            index_changed: false,
-            won: Vec::new(),
-            host_ranks: topology.members(topology.host_index(me)).len(),
-            trading: crate::transfer::on(&topology, &params),
-            sends: Vec::new(),
-            outgoing: Vec::new(),
-            shedding: Shedding::default(),
-            offer: false,
             speed: Speed::new(params.speed_window)
                 .with_steady_window(STEADY_WINDOWS * params.speed_window),
             horizon: f64::INFINITY,
             next_check: params.check_interval,
-            idle_since: None,
-            out: None,
-            progress: IdSet::new(),
             events: Vec::new(),
             report: RankReport {
                 rank: me,
                 ..RankReport::default()
             },
+            ledger: Ledger::new(total, topology.ranks(), me),
+            owner: Owner::default(),
+            helper: Helper::default(),
+            job: JobView::default(),
+            trade: Transfers::new(me, &topology, &params),
+            timings: Timings::default(),
             params,
             topology,
         }
@@ -263,31 +191,25 @@ impl Rank {
 
     /// Ids this rank owns now: its lease and its slots not known claimed.
     pub fn remaining(&self) -> u64 {
-        self.lease.len() + self.pending.iter().map(|(_, s)| s.len()).sum::<u64>()
+        self.ledger.remaining()
     }
 
     /// True while the rank owns work: ids, a chunk handed out, an open SOS,
     /// a request out (its reply may bring ids), a host transfer to make.
     pub fn owns_work(&self) -> bool {
         self.remaining() > 0
-            || self.out.is_some()
-            || self.sos.is_some()
+            || self.ledger.computing()
+            || self.owner.is_open()
             || self.asking.is_some()
-            || !self.outgoing.is_empty()
+            || !self.trade.outgoing.is_empty()
     }
 
     /// The ids owned now (lease, slots, the chunk handed out), to name them
     /// in an error.
     pub fn owned(&self) -> IdSet {
-        let mut ids = self.lease.clone();
-        for (_, s) in &self.pending {
-            ids.insert(s.ids());
-        }
-        for (_, part) in &self.outgoing {
+        let mut ids = self.ledger.owned();
+        for (_, part) in &self.trade.outgoing {
             ids.extend(part);
-        }
-        if let Some((_, chunk)) = &self.out {
-            ids.insert(chunk.clone());
         }
         ids
     }
@@ -295,12 +217,12 @@ impl Rank {
     /// The claims this rank won: the board, the owner and the slot (their
     /// files are this rank's to check and remove at the end).
     pub fn won(&self) -> &[(Level, usize, Slot)] {
-        &self.won
+        &self.ledger.won
     }
 
     /// The ids computed so far, as an audit.
     pub fn audit(&self) -> Audit {
-        self.audit
+        self.ledger.audit
     }
 
     /// True until the warm-up exchange has happened (never in mode Static).
@@ -317,10 +239,10 @@ impl Rank {
     /// since the last check (if any), so that the monitor log lists every id
     /// this rank computed, when it finished them.
     pub fn flush_progress(&mut self, now: f64) {
-        if !self.progress.is_empty() {
+        if let Some(ids) = self.ledger.take_progress() {
             let (speed, remaining) = (self.speed.get(), self.remaining());
             self.events.push(Event::Progress {
-                ids: std::mem::take(&mut self.progress),
+                ids,
                 done: self.speed.done(),
                 speed,
                 remaining,
@@ -332,7 +254,7 @@ impl Rank {
     /// The job's forecast end, seconds since the start, from the last
     /// termination wave (infinite before).
     pub fn job_end(&self) -> f64 {
-        self.job_end
+        self.job.end
     }
 
     /// Realisations computed by this rank so far.
@@ -346,42 +268,15 @@ impl Rank {
     /// slow storage, and the idle ranks, which tell how many helpers an
     /// SOS may expect.
     pub fn observe_job(&mut self, job: Job) {
-        if job.speed > 0.0 {
-            self.job_end = job.at + self.total.saturating_sub(job.completed) as f64 / job.speed;
-        }
-        self.counted_at = job.at;
+        self.job
+            .observe(&job, self.ledger.total, self.me, &self.topology);
         self.plan_sends(&job);
-        let host = self.topology.host_index(self.me);
-        self.host_end = job.host_end(host);
-        self.open_sos = job.reachable_open(host);
-        let without_sos = |rs: &mut dyn Iterator<Item = usize>| {
-            rs.filter(|&r| r != self.me && !bit(&job.sos_ranks, r))
-                .count() as u64
-        };
-        self.helpers = [
-            without_sos(&mut (0..self.topology.ranks())),
-            without_sos(&mut self.topology.members(host).iter().copied()),
-        ];
-        self.sos_near = self.nearest_sos(&job);
-        if self.topology.sites() > 1 {
-            let site = self.topology.hosts_nearer(self.me, 2);
-            self.site_ends.rotate_left(1);
-            self.site_ends[4] = job.at + hosts_end(&job.hosts, site);
-        }
-        let free = f64::from(job.idle.free());
-        self.helper_speed = if free > 0.0 && job.free_speed > 0.0 {
-            job.free_speed / free
-        } else {
-            job.speed / self.topology.ranks().max(1) as f64
-        };
-        self.hosts = job.hosts;
-        self.idle = job.idle;
     }
 
     /// The shell saw the open index change (a watcher woke the rank): the
     /// next look for help reads it, whatever the last wave said.
     pub fn index_changed(&mut self) {
-        self.index_changed = true;
+        self.job.index_changed = true;
     }
 
     /// True once the rank has run out of its own quota (a helper, idle or
@@ -391,27 +286,17 @@ impl Rank {
     /// [`crate::verdict::Status::free`]).
     pub fn is_free(&self) -> bool {
         let v = self.speed.get();
-        self.free
-            || (self.share_end.is_finite() && self.sos.is_none())
+        self.helper.free
+            || (self.helper.took_share() && !self.owner.is_open())
             || (self.phase == Phase::Running
-                && self.sos.is_none()
+                && !self.owner.is_open()
                 && v > 0.0
                 && self.remaining() as f64 <= v * (self.params.grace + self.params.check_interval))
     }
 
-    /// When the hosts of this rank's site will have computed what they own:
-    /// the median of the last five waves' forecasts (infinite before the
-    /// third): a wave may count a share between its helper's and its
-    /// owner's joins twice, or not at all.
-    fn site_end(&self) -> f64 {
-        let mut ends = self.site_ends;
-        ends.sort_by(f64::total_cmp);
-        ends[2]
-    }
-
     /// The number of realisations of the run.
     pub fn total(&self) -> u64 {
-        self.total
+        self.ledger.total
     }
 
     /// Hosts and sites of the ranks.
@@ -426,12 +311,12 @@ impl Rank {
 
     /// True while an SOS of this rank is open.
     pub fn sos_open(&self) -> bool {
-        self.sos.is_some()
+        self.owner.is_open()
     }
 
     /// True while an SOS of this rank is open on its host's board.
     pub fn sos_on_host(&self) -> bool {
-        self.sos.is_some() && self.level == Level::Host
+        self.owner.is_open() && self.owner.level == Level::Host
     }
 
     /// True while a request to the clerk is out.
@@ -464,15 +349,13 @@ impl Rank {
     /// This is the fast path of the library: when no check is due and the
     /// lease is not exhausted it does a few additions and comparisons.
     pub fn next(&mut self, now: f64) -> Result<Step> {
-        if let Some((t0, chunk)) = self.out.take() {
-            self.speed.record(now - t0, chunk.end - chunk.start);
-            self.audit.add(chunk.clone());
-            self.progress.insert(chunk);
+        if let Some((t0, n)) = self.ledger.finish() {
+            self.speed.record(now - t0, n);
         }
         match self.phase {
-            Phase::Exchanging if self.lease.is_empty() => return Ok(Step::AwaitPlan),
+            Phase::Exchanging if self.ledger.lease.is_empty() => return Ok(Step::AwaitPlan),
             Phase::Warmup
-                if self.lease.is_empty()
+                if self.ledger.lease.is_empty()
                     || (now >= self.params.warmup && self.speed.done() > 0) =>
             {
                 // Keep computing while the slower ranks reach the exchange:
@@ -495,23 +378,22 @@ impl Rank {
                 continue;
             }
             let chunk_len = (self.speed.get() * self.params.chunk_time) as u64;
-            if let Some(chunk) = self.lease.pop_chunk(chunk_len) {
-                self.out = Some((now, chunk.clone()));
+            if let Some(chunk) = self.ledger.hand_out(now, chunk_len) {
                 return Ok(Step::Compute(chunk));
             }
             if self.asking.is_some() {
                 return Ok(Step::AwaitReply);
             }
-            if !self.pending.is_empty() {
+            if !self.ledger.pending.is_empty() {
                 self.claim_front(now);
                 continue;
             }
-            if let Some(entry) = &self.sos {
+            if let Some(entry) = &self.owner.sos {
                 // Every slot claimed: the SOS closes.
                 let seq = entry.seq;
                 self.ask(
                     Request::Withdraw {
-                        level: self.level,
+                        level: self.owner.level,
                         seq,
                     },
                     Asking::Withdraw {
@@ -526,7 +408,7 @@ impl Rank {
                     until: f64::INFINITY,
                 });
             }
-            self.free = true;
+            self.helper.free = true;
             if let Some(until) = self.help(now, 0.0) {
                 return Ok(Step::Idle { until });
             }
@@ -539,10 +421,10 @@ impl Rank {
     /// computed, which the audit reports). `None` without pending slots, or
     /// with a request out (whose reply comes first).
     pub fn last_look(&mut self, now: f64) -> Option<Request> {
-        if self.pending.is_empty() || self.asking.is_some() {
+        if self.ledger.pending.is_empty() || self.asking.is_some() {
             return None;
         }
-        self.claim_all(now, self.pending[0].0);
+        self.claim_all(now, self.ledger.pending[0].0);
         self.outbox.take()
     }
 
@@ -552,52 +434,21 @@ impl Rank {
         self.asking = Some(asking);
     }
 
-    /// A request took `seconds` and made `ops` storage operations (shared
-    /// board, host's board): moving averages of the seconds per operation on
-    /// each board, which every threshold follows ([`crate::cost`]). A search
-    /// that looked at `looks.1` SOS, the farthest at distance `looks.0`,
-    /// measures a steal that far, which sizes the shares taken that far.
-    fn observe(&mut self, seconds: f64, ops: [u64; 2], looks: (u8, u32)) {
-        let average = |c: f64, x: f64| if c == 0.0 { x } else { 0.75 * c + 0.25 * x };
-        let seconds = seconds.max(0.0);
-        let n = ops[0] + ops[1];
-        if n > 0 {
-            // (The time goes to the boards in proportion to their ops.)
-            for (cost, k) in self.op_cost.iter_mut().zip(ops) {
-                if k > 0 {
-                    *cost = average(*cost, seconds / n as f64);
-                }
-            }
-        }
-        if let (d, n @ 1..) = looks {
-            let c = &mut self.look_cost[d.min(2) as usize];
-            *c = average(*c, seconds / f64::from(n));
-        }
-    }
-
     /// A consultation of the shared board took `seconds` for one operation
     /// (the storage probe at init).
     pub fn observe_storage(&mut self, seconds: f64) {
-        self.observe(seconds, [1, 0], (0, 0));
+        self.timings.observe(seconds, [1, 0], (0, 0));
     }
 
     /// The cost model's figures now ([`crate::cost`]).
     fn costs(&self) -> Costs {
-        Costs {
-            op: self.op_cost,
-            check_interval: self.params.check_interval,
-            late_threshold: self.params.late_threshold,
-            poll: self.params.poll_interval,
-        }
+        self.timings.costs(&self.params)
     }
 
     /// Seconds a steal from the SOS of a rank at distance `d` costs this
-    /// rank on the shared board: its operations, or more where looks that
-    /// far were measured to take longer.
+    /// rank on the shared board ([`Timings::steal_cost`]).
     fn steal_cost(&self, d: u8) -> f64 {
-        let c = self.costs();
-        c.steal(Level::Shared)
-            .max(self.look_cost[d.min(2) as usize])
+        self.timings.steal_cost(&self.costs(), d)
     }
 
     /// A claim of this rank's slots at `now`.
@@ -616,10 +467,5 @@ impl Rank {
             busy_for: 0.0,
             steal_cost: 0.0,
         }
-    }
-
-    /// Seconds per operation on `level`'s board.
-    fn op(&self, level: Level) -> f64 {
-        self.op_cost[slot(level)]
     }
 }

@@ -5,11 +5,10 @@
 use super::request::{Request, Search};
 use super::{Asking, Event, Phase, Rank};
 use crate::config::Mode;
-use crate::cost::{EARLY_LOOKS, GROWTH, RISK, TRIES, slot};
+use crate::cost::{EARLY_LOOKS, GROWTH, RISK, TRIES};
 use crate::ids::IdSet;
 use crate::protocol::{Entry, Level, Post, Slot, Sos, SosState, cut};
 use crate::speed::forecast;
-use crate::verdict::{Job, bit, hosts_late};
 
 impl Rank {
     /// The periodic check: speed, progress line, and the SOS decisions,
@@ -19,9 +18,9 @@ impl Rank {
         let v = self.speed.update();
         let remaining = self.remaining();
         let tau = forecast(now, remaining, v);
-        if !self.progress.is_empty() {
+        if let Some(ids) = self.ledger.take_progress() {
             self.events.push(Event::Progress {
-                ids: std::mem::take(&mut self.progress),
+                ids,
                 done: self.speed.done(),
                 speed: v,
                 remaining,
@@ -30,14 +29,14 @@ impl Rank {
         }
         if self.params.mode != Mode::Full
             || self.phase != Phase::Running
-            || self.post_failures >= TRIES
+            || self.owner.post_failures >= TRIES
             || self.asking.is_some()
-            || !self.sends.is_empty()
+            || !self.trade.sends.is_empty()
         {
             return;
         }
-        self.sends = self.shedding.grown(self.excess(now), v);
-        if self.sends.is_empty() {
+        self.trade.sends = self.trade.shedding.grown(self.excess(now), v);
+        if self.trade.sends.is_empty() {
             self.decide(now, v, remaining, tau);
         }
     }
@@ -49,16 +48,16 @@ impl Rank {
     /// sooner. On fast storage a rank that took a share is never late
     /// before the end the share was sized to.
     fn reference_end(&self, shared_slow: bool) -> f64 {
-        let took = self.free || self.share_end.is_finite();
-        let reference = if (shared_slow || took) && self.job_end.is_finite() {
-            self.job_end
+        let took = self.helper.free || self.helper.took_share();
+        let reference = if (shared_slow || took) && self.job.end.is_finite() {
+            self.job.end
         } else {
-            self.horizon.min(self.job_end)
+            self.horizon.min(self.job.end)
         };
         reference.max(if shared_slow {
             f64::NEG_INFINITY
         } else {
-            self.share_end
+            self.helper.share_end
         })
     }
 
@@ -67,8 +66,8 @@ impl Rank {
     fn decide(&mut self, now: f64, v: f64, remaining: u64, tau: f64) {
         let costs = self.costs();
         let post_level = self.post_level();
-        let level = if self.sos.is_some() {
-            self.level
+        let level = if self.owner.is_open() {
+            self.owner.level
         } else {
             post_level
         };
@@ -87,9 +86,9 @@ impl Rank {
         // A host transfer received goes on the host's board as soon as the
         // rank will not finish it by the job's end: it came for the host's
         // free ranks.
-        let offer =
-            std::mem::take(&mut self.offer) && tau - self.job_end >= self.params.check_interval;
-        let late = match self.sos {
+        let offer = std::mem::take(&mut self.trade.offer)
+            && tau - self.job.end >= self.params.check_interval;
+        let late = match self.owner.sos {
             Some(_) => tau - reference >= self.params.late_threshold,
             None => offer || post_pays(reference, post_level),
         };
@@ -97,15 +96,16 @@ impl Rank {
         // shared storage only when a post there pays); back to the host's
         // board only behind a withdrawal.
         let moves = late
-            && self.sos.is_some()
-            && self.level != post_level
-            && (self.level == Level::Shared || !shared_slow || post_pays(reference, Level::Shared));
+            && self.owner.is_open()
+            && self.owner.level != post_level
+            && (self.owner.level == Level::Shared
+                || !shared_slow
+                || post_pays(reference, Level::Shared));
         let hasten = moves && shared_slow;
         // The lease runs out before a claim could come back: claim now,
         // unless a look at the SOS is due (a refresh claims the front too).
-        let look_due =
-            self.sos.is_some() && now >= self.last_look + costs.own_period(level, self.quiet);
-        if !self.pending.is_empty() && self.lease_short(now) && !look_due {
+        let look_due = self.owner.is_open() && now >= self.owner.next_look(&costs);
+        if !self.ledger.pending.is_empty() && self.lease_short(now) && !look_due {
             self.claim_front(now);
             return;
         }
@@ -113,16 +113,12 @@ impl Rank {
         // slowed down, or the end came closer) by two own periods goes back
         // into slots, for helpers.
         let period = costs.own_period(level, 0);
-        let excess = self.lease.len().saturating_sub(self.can_compute(now));
+        let excess = (self.ledger.lease.len()).saturating_sub(self.can_compute(now));
         let give_back = late && excess > 0 && excess as f64 >= 2.0 * v * period;
-        if self.sos.is_some()
-            && now < self.last_look + costs.own_period(level, self.quiet)
-            && !give_back
-            && !hasten
-        {
+        if self.owner.is_open() && now < self.owner.next_look(&costs) && !give_back && !hasten {
             return;
         }
-        self.last_look = now;
+        self.owner.last_look = now;
         self.act(now, v, tau, remaining, late, (hasten, moves, give_back));
     }
 
@@ -140,11 +136,13 @@ impl Rank {
         how: (bool, bool, bool),
     ) {
         let (hasten, moves, give_back) = how;
-        match (late, self.sos.is_some()) {
+        match (late, self.owner.is_open()) {
             (true, false) => self.post(now, v, tau),
             (true, true) if hasten => self.withdraw(tau, true),
             (true, true) if moves => self.withdraw(tau, false),
-            (true, true) if give_back || std::mem::take(&mut self.recut) => self.post(now, v, tau),
+            (true, true) if give_back || std::mem::take(&mut self.owner.recut) => {
+                self.post(now, v, tau)
+            }
             (true, true) => match self.misfit(now, v) {
                 slots if !slots.is_empty() => self.claim_back(now, slots),
                 _ => self.refresh(now, v, tau),
@@ -155,12 +153,12 @@ impl Rank {
             // while this rank still computes.
             (false, false)
                 if remaining > 0
-                    && self.open_sos > 0
+                    && self.job.open_sos > 0
                     && (tau - now < self.look_ahead() || tau < self.early_before(now))
-                    && now >= self.looked_ahead + self.look_pace(tau - now)
+                    && now >= self.helper.looked_ahead + self.look_pace(tau - now)
                     && (!self.looks_early(tau - now) || self.host_late_elsewhere()) =>
             {
-                self.looked_ahead = now;
+                self.helper.looked_ahead = now;
                 self.help(now, tau - now);
             }
             (false, false) => {}
@@ -170,23 +168,23 @@ impl Rank {
     /// The time before which a rank's forecast end makes it early against
     /// the job's: two steals and a check interval before the job's end.
     fn early_before(&self, _now: f64) -> f64 {
-        self.job_end - 2.0 * self.steal_cost(0) - self.params.check_interval
+        self.job.end - 2.0 * self.steal_cost(0) - self.params.check_interval
     }
 
     /// True when the lease holds less work than a claim takes to come back,
     /// plus a check interval (checks come that often).
     fn lease_short(&self, _now: f64) -> bool {
         let v = self.speed.get();
-        let level = self.pending.first().map_or(self.level, |p| p.0);
+        let level = self.ledger.front_level().unwrap_or(self.owner.level);
         v > 0.0
-            && (self.lease.len() as f64)
+            && (self.ledger.lease.len() as f64)
                 < v * (self.costs().claim(level) + self.params.check_interval)
     }
 
     /// Ids this rank computes by the job's forecast end less its risk (at
     /// least two claims' worth: the next claim comes while it computes).
     pub(super) fn can_compute(&self, now: f64) -> u64 {
-        let c = self.costs().claim(self.level);
+        let c = self.costs().claim(self.owner.level);
         let left = (self.job_left(now) - self.risk()).max(2.0 * c);
         (self.speed.get() * left).ceil() as u64
     }
@@ -194,7 +192,7 @@ impl Rank {
     /// The lease to hold: an own period of work, no more than the rank
     /// computes by the job's forecast end, at least one id.
     pub(super) fn lease_len(&self, now: f64) -> u64 {
-        let period = self.costs().own_period(self.level, 0);
+        let period = self.costs().own_period(self.owner.level, 0);
         let own = (self.speed.get() * period).ceil() as u64;
         own.min(self.can_compute(now)).max(1)
     }
@@ -205,12 +203,10 @@ impl Rank {
         RISK * self.speed.spread()
     }
 
-    /// Seconds to the job's forecast end (infinite before the first wave).
-    /// A forecast end already past means the job is behind its forecast,
-    /// not that nothing is left: half a check interval (the waves' period)
-    /// at least.
+    /// Seconds to the job's forecast end
+    /// ([`JobView::left`](super::jobview::JobView::left)).
     pub(super) fn job_left(&self, now: f64) -> f64 {
-        (self.job_end - now).max(0.5 * self.params.check_interval)
+        self.job.left(now, self.params.check_interval)
     }
 
     /// Whether a look ahead with `busy_for` seconds of own work left is an
@@ -237,34 +233,15 @@ impl Rank {
     /// worth an early look on fast storage.
     fn host_late_elsewhere(&self) -> bool {
         let mine = self.topology.host_index(self.me);
-        let left = self.job_end - self.counted_at;
-        (0..self.hosts.len())
-            .any(|h| h != mine && hosts_late(&self.hosts, [h], left, self.params.grace))
+        self.job.host_late_elsewhere(mine, self.params.grace)
     }
 
     /// Seconds of own work left at which a rank looks for its next share:
     /// one steal from the nearest SOS of a host whose every rank is late
-    /// ([`Rank::nearest_sos`]), so that the steal passes while it computes.
+    /// (the job view's `sos_near`), so that the steal passes while it
+    /// computes.
     fn look_ahead(&self) -> f64 {
-        self.steal_cost(self.sos_near)
-    }
-
-    /// The distance to the nearest other host whose ranks all have an open
-    /// SOS, when some SOS this rank can reach are on the shared board: no
-    /// rank of that host helps the others, so their steals come from
-    /// farther, at their cost (0 when there is none).
-    pub(super) fn nearest_sos(&self, job: &Job) -> u8 {
-        let host = self.topology.host_index(self.me);
-        if job.reachable_open(host) <= job.host_open.get(host).copied().unwrap_or(0) {
-            return 0;
-        }
-        let members = |h: usize| self.topology.members(h);
-        (0..self.topology.hosts())
-            .filter(|&h| h != host && !members(h).is_empty())
-            .filter(|&h| members(h).iter().all(|&r| bit(&job.sos_ranks, r)))
-            .map(|h| self.topology.distance(self.me, members(h)[0]))
-            .min()
-            .unwrap_or(0)
+        self.steal_cost(self.job.sos_near)
     }
 
     /// The sizes of the slots of a new post's `n` ids, front first: a
@@ -274,9 +251,8 @@ impl Rank {
     /// helpers take first. The owner claims the small front slots itself
     /// as it goes.
     fn slot_sizes(&self, n: u64, now: f64, v: f64) -> Vec<u64> {
-        let offered: u64 = (self.pending.iter())
-            .filter(|p| p.0 == self.level)
-            .map(|p| p.1.len())
+        let offered: u64 = (self.ledger.pending_on(self.owner.level))
+            .map(Slot::len)
             .sum();
         let share = (self.slot_target(now, n, n + offered, v)).max(self.least_slot(now));
         let mut unit = self.lease_len(now).max(1);
@@ -296,8 +272,8 @@ impl Rank {
     /// The smallest slot: a lease of this rank, and an own period of a
     /// helper's work (a helper claims no more often than a clerk can).
     fn least_slot(&self, now: f64) -> u64 {
-        let period = self.costs().own_period(self.level, 0);
-        let helper = (self.helper_speed * period).ceil() as u64;
+        let period = self.costs().own_period(self.owner.level, 0);
+        let helper = (self.job.helper_speed * period).ceil() as u64;
         self.lease_len(now).max(helper).max(1)
     }
 
@@ -306,13 +282,13 @@ impl Rank {
     /// speed computes by the job's forecast end, no more than it and this
     /// rank alone end together with.
     fn helper_share(&self, now: f64, n: u64, v: f64) -> u64 {
-        let vh = if self.helper_speed > 0.0 {
-            self.helper_speed
+        let vh = if self.job.helper_speed > 0.0 {
+            self.job.helper_speed
         } else {
             v
         };
         let alone = vh * (self.remaining() + n) as f64 / (v + vh).max(1e-9);
-        let capped = if self.job_end.is_finite() {
+        let capped = if self.job.end.is_finite() {
             alone.min(vh * self.job_left(now))
         } else {
             alone
@@ -324,10 +300,7 @@ impl Rank {
     /// times the share a helper takes now (the job's end came closer), all
     /// of them. Claimed back, they are cut afresh at once.
     fn misfit(&self, now: f64, v: f64) -> Vec<Slot> {
-        let mine: Vec<Slot> = (self.pending.iter())
-            .filter(|p| p.0 == self.level)
-            .map(|p| p.1.clone())
-            .collect();
+        let mine: Vec<Slot> = self.ledger.pending_on(self.owner.level).cloned().collect();
         let offered: u64 = mine.iter().map(Slot::len).sum();
         let share = self
             .slot_target(now, 0, offered, v)
@@ -345,31 +318,24 @@ impl Rank {
     /// its board without an SOS of their own, over the open SOS, at the
     /// last wave), if smaller.
     fn slot_target(&self, now: f64, n: u64, help: u64, v: f64) -> u64 {
-        let helpers = (self.helpers[slot(self.level)] / self.open_sos.max(1)).max(1);
+        let helpers = self.job.helpers_per_sos(self.owner.level);
         self.helper_share(now, n, v).min(help.div_ceil(helpers))
     }
 
     /// The ids this rank computes by its reference end (the job's forecast
     /// end, else the horizon).
     fn by_end(&self, now: f64, v: f64) -> u64 {
-        let end = if self.job_end.is_finite() {
-            self.job_end
-        } else {
-            self.horizon
-        };
+        let end = self.job.end_or(self.horizon);
         (v * (end - now)).max(0.0) as u64
     }
 
     /// The open SOS as this rank would write it at `now`: its figures, its
     /// pending slots on the board of the SOS, the helpers' claims it knows.
     fn sos_body(&self, now: f64, v: f64, tau: f64, opened_at: f64) -> Sos {
-        let slots: Vec<Slot> = (self.pending.iter())
-            .filter(|p| p.0 == self.level)
-            .map(|p| p.1.clone())
-            .collect();
+        let slots: Vec<Slot> = self.ledger.pending_on(self.owner.level).cloned().collect();
         Sos {
             rank: self.me,
-            seq: self.last_seq,
+            seq: self.owner.last_seq,
             state: SosState::Open(Post {
                 speed: v,
                 remaining: self.remaining(),
@@ -379,7 +345,7 @@ impl Rank {
                 opened_at,
                 at: now,
                 slots,
-                helped: self.helped.clone(),
+                helped: self.owner.helped.clone(),
             }),
         }
     }
@@ -390,37 +356,35 @@ impl Rank {
     /// moves), and the post follows at once.
     fn post(&mut self, now: f64, v: f64, tau: f64) {
         let level = self.post_level();
-        if let Some(&(other, _)) = self.pending.iter().find(|p| p.0 != level) {
+        if let Some(&(other, _)) = self.ledger.pending.iter().find(|p| p.0 != level) {
             self.claim_all(now, other);
             self.next_check = now;
             return;
         }
-        self.level = level;
+        self.owner.level = level;
         // The rank keeps what it computes by its reference end; the tail
         // must hold more work than help takes to come.
         let keep = self.lease_len(now).max(self.by_end(now, v));
         let least_tail = (v * self.costs().help_delay(level)).ceil() as u64;
-        let new = if self.lease.len() > keep + least_tail {
-            self.lease.take_back(self.lease.len() - keep)
+        let new = if self.ledger.lease.len() > keep + least_tail {
+            self.ledger.lease.take_back(self.ledger.lease.len() - keep)
         } else {
             IdSet::new()
         };
-        if new.is_empty() && !self.pending.iter().any(|p| p.0 == level) {
+        if new.is_empty() && self.ledger.pending_on(level).next().is_none() {
             return;
         }
-        self.last_seq += 1;
+        let seq = self.owner.next_seq();
         let sizes = self.slot_sizes(new.len(), now, v);
-        for s in cut(&new, self.last_seq, 0, &sizes) {
-            self.pending.push((level, s));
-        }
-        self.pending.sort_by_key(|p| p.1.start);
+        let slots = cut(&new, seq, 0, &sizes);
+        self.ledger.add_pending(level, slots);
         // A post anew keeps the index's entry: the index changes only when
         // an SOS opens or closes (its writers race, see `Clerk::list`).
-        let opens = self.sos.is_none();
-        let opened_at = self.sos.as_ref().map_or(now, |e| e.opened_at);
-        let entry = self.sos.clone().unwrap_or(Entry {
+        let opens = !self.owner.is_open();
+        let opened_at = self.owner.sos.as_ref().map_or(now, |e| e.opened_at);
+        let entry = self.owner.sos.clone().unwrap_or(Entry {
             rank: self.me,
-            seq: self.last_seq,
+            seq: self.owner.last_seq,
             forecast: tau,
             opened_at,
             speed: v,
@@ -442,7 +406,7 @@ impl Rank {
     /// and there are other hosts to help.
     pub(super) fn post_level(&self) -> Level {
         let host_late = self.host_lateness().is_some() && self.topology.hosts() > 1;
-        if self.params.host_board && (!host_late || self.trading) {
+        if self.params.host_board && (!host_late || self.trade.trading) {
             Level::Host
         } else {
             Level::Shared
@@ -455,16 +419,15 @@ impl Rank {
     /// post and a steal there).
     fn host_lateness(&self) -> Option<f64> {
         let threshold = self.costs().post_threshold(Level::Shared);
-        let late = self.host_end - self.job_end;
-        (late >= threshold).then_some(late)
+        self.job.host_late_by(threshold)
     }
 
     /// Learn the helpers' claims of the open SOS and write fresh figures.
     fn refresh(&mut self, now: f64, v: f64, tau: f64) {
-        let Some(entry) = self.sos.clone() else {
+        let Some(entry) = self.owner.sos.clone() else {
             return;
         };
-        let level = self.level;
+        let level = self.owner.level;
         // The next lease with it, when the lease runs short.
         let front = if self.lease_short(now) {
             self.front_slots(now)
@@ -491,10 +454,10 @@ impl Rank {
     /// No longer late (or moving): close the SOS; its slots stay this
     /// rank's to claim as it goes.
     fn withdraw(&mut self, forecast: f64, moving: bool) {
-        let Some(entry) = &self.sos else {
+        let Some(entry) = &self.owner.sos else {
             return;
         };
-        let (level, seq) = (self.level, entry.seq);
+        let (level, seq) = (self.owner.level, entry.seq);
         self.ask(
             Request::Withdraw { level, seq },
             Asking::Withdraw { forecast, moving },
@@ -504,25 +467,16 @@ impl Rank {
     /// The front pending slots, up to a lease's worth, on the board of the
     /// front one.
     fn front_slots(&self, now: f64) -> Vec<Slot> {
-        let Some(&(level, _)) = self.pending.first() else {
-            return Vec::new();
-        };
-        let target = self.lease_len(now).saturating_sub(self.lease.len()).max(1);
-        let mut n = 0;
-        (self.pending.iter())
-            .take_while(|p| {
-                let more = p.0 == level && n < target;
-                n += p.1.len();
-                more
-            })
-            .map(|p| p.1.clone())
-            .collect()
+        let target = (self.lease_len(now))
+            .saturating_sub(self.ledger.lease.len())
+            .max(1);
+        self.ledger.front(target)
     }
 
     /// Claim the front pending slots, up to a lease's worth, on the board
     /// of the front one.
     pub(super) fn claim_front(&mut self, now: f64) {
-        let Some(&(level, _)) = self.pending.first() else {
+        let Some(level) = self.ledger.front_level() else {
             return;
         };
         let slots = self.front_slots(now);
@@ -531,18 +485,15 @@ impl Rank {
 
     /// Claim every pending slot on `level`'s board (an SOS that moves).
     pub(super) fn claim_all(&mut self, now: f64, level: Level) {
-        let slots = (self.pending.iter())
-            .filter(|p| p.0 == level)
-            .map(|p| p.1.clone())
-            .collect();
+        let slots = self.ledger.pending_on(level).cloned().collect();
         self.claim_slots(now, level, slots);
     }
 
     /// Claim `slots` of the open SOS back, to cut them anew at once.
     fn claim_back(&mut self, now: f64, slots: Vec<Slot>) {
-        self.recut = true;
+        self.owner.recut = true;
         self.next_check = now;
-        self.claim_slots(now, self.level, slots);
+        self.claim_slots(now, self.owner.level, slots);
     }
 
     /// Claim `slots` on `level`'s board.
@@ -565,21 +516,24 @@ impl Rank {
         let idle_since = if busy_for > 0.0 {
             now
         } else {
-            *self.idle_since.get_or_insert(now)
+            *self.helper.idle_since.get_or_insert(now)
         };
         // On slow storage a look at the index is dear: at most once per
         // operation (a watcher still wakes the rank at once).
-        let poll = self.params.poll_interval.max(self.op(Level::Shared));
-        let woken = std::mem::take(&mut self.index_changed);
+        let poll = self
+            .params
+            .poll_interval
+            .max(self.timings.op(Level::Shared));
+        let woken = std::mem::take(&mut self.job.index_changed);
         // The last wave saw no SOS open, and no watcher saw the index
         // change since: nothing to read.
-        if self.open_sos == 0 && !woken {
+        if self.job.open_sos == 0 && !woken {
             return Some(now + poll);
         }
         // An idle rank's last search found nothing, and said when to look
         // again.
         if busy_for == 0.0
-            && let Some(at) = self.search_at.take()
+            && let Some(at) = self.helper.search_at.take()
             && now < at
             && !woken
         {
@@ -615,13 +569,13 @@ impl Rank {
             steal_cost: [0, 1, 2].map(|d| self.steal_cost(d)),
             host_steal: costs.steal(Level::Host),
             risk: self.risk(),
-            idle: self.idle.clone(),
+            idle: self.job.idle.clone(),
             early,
-            hosts: self.hosts.clone(),
-            counted_at: self.counted_at,
-            site_end: self.site_end(),
-            job_end: self.job_end,
-            shared: !self.trading,
+            hosts: self.job.hosts.clone(),
+            counted_at: self.job.counted_at,
+            site_end: self.job.site_end(),
+            job_end: self.job.end,
+            shared: !self.trade.trading,
         }
     }
 }

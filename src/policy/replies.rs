@@ -17,7 +17,7 @@ impl Rank {
             return Err(Error::Internal("a reply without a request".into()));
         };
         if let Some(seconds) = reply.seconds {
-            self.observe(seconds, reply.ops, reply.looks);
+            self.timings.observe(seconds, reply.ops, reply.looks);
         }
         for error in reply.errors {
             self.report.errors += 1;
@@ -31,24 +31,17 @@ impl Rank {
             (Asking::Post { opens, .. }, Outcome::NotPosted) => {
                 // Nobody saw the slots: they are claimed back as the rank
                 // goes, as a withdrawn SOS's are.
-                self.post_failures += 1;
-                if opens {
-                    self.sos = None;
-                }
+                self.owner.not_posted(opens);
             }
             (Asking::Refresh { level }, Outcome::Refreshed { won, taken }) => {
                 let front = won.len();
                 let ids = self.claimed(level, won, taken);
-                self.lease.extend(&ids);
-                self.quiet = if front == 0 && ids.is_empty() {
-                    self.quiet + 1
-                } else {
-                    0
-                };
+                self.ledger.lease.extend(&ids);
+                self.owner.refreshed(front > 0 || !ids.is_empty());
             }
             (Asking::Claim { level }, Outcome::Claimed { won, lost }) => {
                 let ids = self.claimed(level, won, lost);
-                self.lease.extend(&ids);
+                self.ledger.lease.extend(&ids);
             }
             (Asking::Give { level, sends }, Outcome::Claimed { won, lost }) => {
                 let ids = self.claimed(level, won, lost);
@@ -62,7 +55,7 @@ impl Rank {
                 // (An early look that found nothing does not hold back the
                 // searches of a rank that runs out of work.)
                 None if early => {}
-                None => self.search_at = Some(wake),
+                None => self.helper.search_at = Some(wake),
             },
             (asking, outcome) => {
                 return Err(Error::Internal(format!(
@@ -76,9 +69,8 @@ impl Rank {
     /// The SOS `entry` is posted; `new`: the ids cut into new slots;
     /// `opens`: it was closed.
     fn posted(&mut self, entry: Entry, new: IdSet, opens: bool) {
-        self.post_failures = 0;
         let mut tail = new;
-        for (_, s) in self.pending.iter().filter(|p| p.0 == self.level) {
+        for s in self.ledger.pending_on(self.owner.level) {
             tail.insert(s.ids());
         }
         self.events.push(Event::SosPosted {
@@ -88,20 +80,15 @@ impl Rank {
         });
         if opens {
             self.report.sos_posted += 1;
-            self.quiet = 0;
         }
-        self.sos = Some(entry);
+        self.owner.posted(entry, opens);
     }
 
     /// The own SOS left the index; `moving`: to the other board, posted
     /// there at the next check, which comes at once.
     fn withdrawn(&mut self, forecast: f64, moving: bool) {
-        let seq = self.sos.take().map_or(self.last_seq, |e| e.seq);
-        self.helped.clear();
-        let mut kept = IdSet::new();
-        for (_, s) in &self.pending {
-            kept.insert(s.ids());
-        }
+        let seq = self.owner.withdrawn();
+        let kept = self.ledger.pending_ids();
         if kept.is_empty() {
             self.events.push(Event::SosClosed { seq });
         } else {
@@ -133,8 +120,7 @@ impl Rank {
             Level::Host => self.report.host_steals += 1,
         }
         self.took(owner, level, slots);
-        self.idle_since = None;
-        self.share_end = ends;
+        self.helper.took(ends);
     }
 
     /// The ids of the own slots `won` on `level`'s board; `lost`: claimed
@@ -142,9 +128,9 @@ impl Rank {
     fn claimed(&mut self, level: Level, won: Vec<Slot>, lost: Vec<(Slot, Option<Claim>)>) -> IdSet {
         let mut ids = IdSet::new();
         for s in won {
-            self.drop_pending(&s);
+            self.ledger.drop_pending(&s);
             ids.insert(s.ids());
-            self.won.push((level, self.me, s));
+            self.ledger.won.push((level, self.me, s));
         }
         for (s, claim) in lost {
             self.lost(&s, claim);
@@ -152,17 +138,12 @@ impl Rank {
         ids
     }
 
-    /// Forget the pending slot `s`.
-    fn drop_pending(&mut self, s: &Slot) {
-        self.pending.retain(|(_, p)| p != s);
-    }
-
     /// Another rank claimed the slot `s` of this rank (`claim`, if read).
     fn lost(&mut self, s: &Slot, claim: Option<Claim>) {
-        if !self.pending.iter().any(|(_, p)| p == s) {
+        if !self.ledger.holds(s) {
             return;
         }
-        self.drop_pending(s);
+        self.ledger.drop_pending(s);
         self.report.given += s.len();
         let aid = match &claim {
             Some(c) => Aid::from(c),
@@ -174,7 +155,7 @@ impl Rank {
             },
         };
         if let Some(c) = claim {
-            self.helped.push(c);
+            self.owner.helped.push(c);
         }
         self.events.push(Event::AidReceived { seq: s.seq, aid });
     }
@@ -189,9 +170,10 @@ impl Rank {
         self.report.taken += ids.len();
         let d = self.topology.distance(self.me, owner).min(2);
         self.report.given_to[d as usize] += ids.len();
-        self.lease.extend(&ids);
+        self.ledger.lease.extend(&ids);
         let seq = slots.first().map_or(0, |s| s.seq);
-        self.won
+        self.ledger
+            .won
             .extend(slots.into_iter().map(|s| (level, owner, s)));
         self.events.push(Event::AidGiven { owner, seq, ids });
     }

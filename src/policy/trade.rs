@@ -9,31 +9,30 @@
 use super::request::Request;
 use super::{Asking, Event, Rank, Step};
 use crate::ids::IdSet;
-use crate::protocol::Slot;
 use crate::transfer::Shedding;
 
 impl Rank {
     /// Whether this job's hosts trade through MPI ([`crate::transfer::on`]).
     pub fn trades(&self) -> bool {
-        self.trading
+        self.trade.trading
     }
 
     /// Whether this rank is at least as fast as its host's mean speed at
     /// the last wave ([`crate::verdict::Status::fast`]).
     pub fn fast(&self) -> bool {
         let h = self.topology.host_index(self.me);
-        let host = self.hosts.get(h).map_or(0.0, |h| h.1);
-        self.speed.get() * self.host_ranks as f64 >= host
+        let host = self.job.hosts.get(h).map_or(0.0, |h| h.1);
+        self.speed.get() * self.trade.host_ranks as f64 >= host
     }
 
     /// Ids this rank will not have computed by the job's forecast end at
     /// its speed (0 before the first wave): its part of its host's excess.
     pub fn excess(&self, now: f64) -> u64 {
         let v = self.speed.get();
-        if !self.job_end.is_finite() || v <= 0.0 {
+        if !self.job.end.is_finite() || v <= 0.0 {
             return 0;
         }
-        let can = (v * (self.job_end - now).max(0.0)).floor() as u64;
+        let can = (v * (self.job.end - now).max(0.0)).floor() as u64;
         self.remaining().saturating_sub(can)
     }
 
@@ -44,17 +43,17 @@ impl Rank {
             return;
         }
         let excess = self.excess(job.at);
-        self.sends = crate::transfer::sends(job, &self.topology, self.me, excess);
-        self.shedding = Shedding::after(&self.sends, excess);
+        self.trade.sends = crate::transfer::sends(job, &self.topology, self.me, excess);
+        self.trade.shedding = Shedding::after(&self.trade.sends, excess);
     }
 
     /// The next step of a rank with transfers to make: a send ready, or the
     /// ids for the sends to come (a claim of pending slots, or the lease).
     pub(super) fn trade_step(&mut self, now: f64) -> Option<Step> {
-        if let Some((to, ids)) = self.outgoing.pop() {
+        if let Some((to, ids)) = self.trade.outgoing.pop() {
             return Some(Step::Send { to, ids });
         }
-        if !self.sends.is_empty() && self.asking.is_none() {
+        if !self.trade.sends.is_empty() && self.asking.is_none() {
             self.give(now);
             return self.trade_step(now);
         }
@@ -65,18 +64,9 @@ impl Rank {
     /// slots (claimed back first), else from the back of the lease beyond
     /// what the rank computes by the job's forecast end.
     fn give(&mut self, now: f64) {
-        let sends = std::mem::take(&mut self.sends);
+        let sends = std::mem::take(&mut self.trade.sends);
         let n: u64 = sends.iter().map(|s| s.1).sum();
-        if let Some(&(level, _)) = self.pending.last() {
-            let mut got = 0;
-            let slots: Vec<Slot> = (self.pending.iter().rev())
-                .take_while(|p| {
-                    let more = p.0 == level && got < n;
-                    got += p.1.len();
-                    more
-                })
-                .map(|p| p.1.clone())
-                .collect();
+        if let Some((level, slots)) = self.ledger.back(n) {
             let claim = self.claim_template(now);
             self.ask(
                 Request::Claim {
@@ -88,8 +78,12 @@ impl Rank {
             );
             return;
         }
-        let spare = self.lease.len().saturating_sub(self.can_compute(now));
-        let ids = self.lease.take_back(spare.min(n));
+        let spare = self
+            .ledger
+            .lease
+            .len()
+            .saturating_sub(self.can_compute(now));
+        let ids = self.ledger.lease.take_back(spare.min(n));
         self.ready(sends, ids);
     }
 
@@ -108,20 +102,19 @@ impl Rank {
                 to,
                 ids: part.clone(),
             });
-            self.outgoing.push((to, part));
+            self.trade.outgoing.push((to, part));
         }
-        self.lease.extend(&ids);
+        self.ledger.lease.extend(&ids);
     }
 
     /// Ids another host's rank sent this one (a host transfer): its own
     /// now, and the next call checks at once.
     pub fn receive(&mut self, from: usize, ids: IdSet, now: f64) {
         self.report.taken += ids.len();
-        self.lease.extend(&ids);
+        self.ledger.lease.extend(&ids);
         self.events.push(Event::Received { from, ids });
-        self.offer = true;
-        self.idle_since = None;
-        self.search_at = None;
+        self.trade.offer = true;
+        self.helper.got_work();
         self.next_check = self.next_check.min(now);
     }
 }

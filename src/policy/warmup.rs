@@ -19,15 +19,20 @@ impl Rank {
     pub(super) fn report_warmup(&mut self, now: f64, keep: f64) -> WarmupReport {
         self.phase = Phase::Exchanging;
         let keep = (self.speed.update() * keep).ceil() as u64;
-        let block = initial_block(self.total, self.topology.ranks(), self.me);
-        let reserve = self.lease.take_front(keep);
-        let tail = self.lease.ranges().next().unwrap_or(block.end..block.end);
-        self.lease = reserve;
+        let block = initial_block(self.ledger.total, self.topology.ranks(), self.me);
+        let reserve = self.ledger.lease.take_front(keep);
+        let tail = self
+            .ledger
+            .lease
+            .ranges()
+            .next()
+            .unwrap_or(block.end..block.end);
+        self.ledger.lease = reserve;
         WarmupReport {
             done: self.speed.done(),
             speed: self.speed.get(),
             tail,
-            reserved: self.lease.len(),
+            reserved: self.ledger.lease.len(),
             at: now,
         }
     }
@@ -36,9 +41,7 @@ impl Rank {
     /// was called: the library's own time (waiting, logging) is not
     /// computing time.
     pub fn restart_chunk(&mut self, now: f64) {
-        if let Some((t0, _)) = &mut self.out {
-            *t0 = now;
-        }
+        self.ledger.restart(now);
     }
 
     /// Algorithm 1: take this rank's quota from the plan of every rank's report.
@@ -58,18 +61,18 @@ impl Rank {
             .iter()
             .map(|r| r.done + (r.tail.end - r.tail.start) + r.reserved)
             .sum();
-        if reports.len() != self.topology.ranks() || accounted != self.total {
+        if reports.len() != self.topology.ranks() || accounted != self.ledger.total {
             return Err(Error::Internal(format!(
                 "warm-up reports of {} ranks account for {accounted} of {} ids",
                 reports.len(),
-                self.total
+                self.ledger.total
             )));
         }
         let Some(quota) = plan.quotas.get(self.me) else {
             return Err(Error::Internal("a plan without this rank's quota".into()));
         };
         // The reserve left, then the quota.
-        self.lease.extend(quota);
+        self.ledger.lease.extend(quota);
         // The plan's common end is counted from the last report.
         let last = reports
             .iter()
@@ -82,7 +85,7 @@ impl Rank {
         self.report.planned = quota.len() + plan.kept.get(self.me).copied().unwrap_or(0);
         self.report.horizon = self.horizon;
         self.events.push(Event::Plan {
-            quota: self.lease.clone(),
+            quota: self.ledger.lease.clone(),
             speed: reports[self.me].speed,
             horizon: self.horizon,
         });
