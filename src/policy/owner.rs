@@ -105,7 +105,11 @@ impl Rank {
         // The lease runs out before a claim could come back: claim now,
         // unless a look at the SOS is due (a refresh claims the front too).
         let look_due = self.owner.is_open() && now >= self.owner.next_look(&costs);
-        if !self.ledger.pending.is_empty() && self.lease_short(now) && !look_due {
+        // A late rank without an SOS whose slots are on the other board
+        // claims them all back at once to post them anew ([`Rank::post`]).
+        let recall =
+            late && !self.owner.is_open() && self.ledger.pending.iter().any(|p| p.0 != post_level);
+        if !self.ledger.pending.is_empty() && self.lease_short(now) && !look_due && !recall {
             self.claim_front(now);
             return;
         }
