@@ -201,7 +201,10 @@ stray_processes() {
             */slurmstepd) echo "$p"; continue ;;
         esac
         env=$({ tr '\0' '\n' <"$e"; } 2>/dev/null) || continue
-        grep -qx "SLURM_CONF=$S/slurm.conf" <<<"$env" && grep -q '^SLURM_JOB_ID=' <<<"$env" && echo "$p"
+        # (An `if`: a process that does not match must not fail the loop.)
+        if grep -qx "SLURM_CONF=$S/slurm.conf" <<<"$env" && grep -q '^SLURM_JOB_ID=' <<<"$env"; then
+            echo "$p"
+        fi
     done | sort -u
 }
 
