@@ -116,7 +116,7 @@ impl Clerk {
                 claim,
             } => {
                 let board = on(level, shared, host.as_deref_mut());
-                match self.claim_own(&front, &claim, board) {
+                match self.claim_own(&front, &claim, false, board) {
                     Outcome::Claimed { won, lost } => self.refresh(&entry, sos, (won, lost), board),
                     failed => failed,
                 }
@@ -125,7 +125,11 @@ impl Clerk {
                 level,
                 slots,
                 claim,
-            } => self.claim_own(&slots, &claim, on(level, shared, host.as_deref_mut())),
+                listed,
+            } => {
+                let board = on(level, shared, host.as_deref_mut());
+                self.claim_own(&slots, &claim, listed, board)
+            }
             Request::Withdraw { level, seq } => {
                 self.withdraw(seq, on(level, shared, host.as_deref_mut()))
             }
@@ -145,8 +149,11 @@ impl Clerk {
         }
     }
 
-    /// Write the open SOS, then list it.
+    /// Write the open SOS, then list it (neither after the verdict).
     fn post(&mut self, entry: &Entry, sos: &Sos, board: &mut dyn Board) -> Outcome {
+        if self.over() {
+            return Outcome::NotPosted;
+        }
         if let Err(e) = board.post(sos) {
             self.note(e, "this rank's SOS: not posted");
             return Outcome::NotPosted;
@@ -205,12 +212,34 @@ impl Clerk {
         Outcome::Refreshed { won, taken }
     }
 
-    /// Claim the rank's own `slots` in order. A claim that neither wins nor
-    /// loses (the claim directory cannot be written) leaves the slot's ids
-    /// nobody's: after a second try, the rank fails, naming the file.
-    fn claim_own(&mut self, slots: &[Slot], claim: &Claim, board: &mut dyn Board) -> Outcome {
+    /// Claim the rank's own `slots` in order; `listed`: those the claims
+    /// listed first name are lost without a claim. A claim that neither
+    /// wins nor loses (the claim directory cannot be written) leaves the
+    /// slot's ids nobody's: after a second try, the rank fails, naming the
+    /// file.
+    fn claim_own(
+        &mut self,
+        slots: &[Slot],
+        claim: &Claim,
+        listed: bool,
+        board: &mut dyn Board,
+    ) -> Outcome {
         let (mut won, mut lost) = (Vec::new(), Vec::new());
+        // A listing that fails costs nothing: every slot is claimed.
+        let names = match listed {
+            true => board.claimed(self.me).unwrap_or_default(),
+            false => Vec::new(),
+        };
         for s in slots {
+            // After the verdict only the last look claims: the job is done.
+            if self.over() && !listed {
+                break;
+            }
+            if names.iter().any(|n| s.named(n)) {
+                let by = self.claimant(s, board);
+                lost.push((s.clone(), by));
+                continue;
+            }
             let c = Claim {
                 slot: s.clone(),
                 ..claim.clone()

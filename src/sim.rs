@@ -726,22 +726,16 @@ impl<'a> Sim<'a> {
     }
 
     /// As `finish` after the `verdict`: replies still on their way reach
-    /// their ranks (a search stops at the verdict, once the step under way
-    /// is done: at most a claim, one operation), and owners whose SOS is
-    /// still open look at it once more: their accounts of the help given. The job ends (the makespan) when
+    /// their ranks (a request stops at the verdict, once the operation
+    /// under way is done), and owners whose SOS is still open look at it
+    /// once more: their accounts of the help given. The job ends (the makespan) when
     /// the last rank is through.
     fn last_looks(&mut self, verdict: f64) -> Result<f64> {
         let mut makespan = verdict;
         for (i, reply) in std::mem::take(&mut self.replies).into_iter().enumerate() {
             let mut t = verdict;
             if let Some((at, reply)) = reply {
-                t = match reply.outcome {
-                    crate::policy::Outcome::Helped { .. } => {
-                        at.min(verdict + self.opts.storage_delay)
-                    }
-                    _ => at,
-                }
-                .max(verdict);
+                t = at.min(verdict + self.opts.storage_delay).max(verdict);
                 self.ranks[i].reply(reply)?;
             }
             if let Some(request) = self.ranks[i].last_look(t) {

@@ -418,13 +418,18 @@ impl Rank {
     /// At the job's end (every id computed): claim every slot still
     /// pending, so that the claims helpers made since the last refresh
     /// count in what this rank gave (a claim it wins then is an id nobody
-    /// computed, which the audit reports). `None` without pending slots, or
-    /// with a request out (whose reply comes first).
+    /// computed, which the audit reports). Every such slot is a helper's
+    /// by then, so a listing of the claims (one operation) stands for a
+    /// claim of each. `None` without pending slots, or with a request out
+    /// (whose reply comes first).
     pub fn last_look(&mut self, now: f64) -> Option<Request> {
         if self.ledger.pending.is_empty() || self.asking.is_some() {
             return None;
         }
         self.claim_all(now, self.ledger.pending[0].0);
+        if let Some(Request::Claim { listed, .. }) = &mut self.outbox {
+            *listed = true;
+        }
         self.outbox.take()
     }
 

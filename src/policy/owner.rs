@@ -508,6 +508,7 @@ impl Rank {
                 level,
                 slots,
                 claim,
+                listed: false,
             },
             Asking::Claim { level },
         );

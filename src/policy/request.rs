@@ -48,6 +48,10 @@ pub enum Request {
         slots: Vec<Slot>,
         /// The claim's figures.
         claim: Claim,
+        /// List the claims of this rank's slots first: a slot listed is a
+        /// helper's without a claim of its own (the last look, when every
+        /// slot left is a helper's).
+        listed: bool,
     },
     /// Close the SOS `seq` and take it out of `level`'s index; its slots
     /// not claimed stay the owner's to claim.

@@ -73,6 +73,7 @@ impl Rank {
                     level,
                     slots,
                     claim,
+                    listed: false,
                 },
                 Asking::Give { level, sends },
             );
