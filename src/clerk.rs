@@ -18,9 +18,8 @@
 //! never an id, and is reported once.
 
 use crate::board::{Board, Claimed, Probe};
-use crate::cost::{OPS, TRIES, claim_reads, search_reads, slot};
+use crate::cost::{TRIES, claim_reads, search_reads, slot};
 use crate::error::{Error, Result};
-use crate::plan::ShareInput;
 #[cfg(feature = "emulate")]
 use crate::policy::Step;
 use crate::policy::helper::{Ask, Candidate, Rules, candidates, early_site_end};
@@ -454,7 +453,7 @@ impl Clerk {
                 break;
             }
             let post = self.read_post(&c, board, level);
-            let ask = self.ask(search, &c, level, site_end);
+            let ask = Ask::new(self.me, &self.params, search, &c, level, site_end);
             let taken = post.as_ref().and_then(|p| {
                 let ask = ask.priced(p, c.entry.rank, self.me, &self.topology);
                 self.take(&c, p, &ask, board)
@@ -493,43 +492,6 @@ impl Clerk {
             }
             known.is_none()
         });
-    }
-
-    /// What this helper asks of candidate `c` on `level`'s board;
-    /// `site_end`: an early look's end of the site's late ranks.
-    fn ask(&self, search: &Search, c: &Candidate, level: Level, site_end: Option<f64>) -> Ask {
-        let steal_cost = match level {
-            Level::Shared => search.steal_cost[c.distance.min(2) as usize],
-            Level::Host => search.host_steal,
-        };
-        let claim_cost = match level {
-            Level::Shared => search.steal_cost[0],
-            Level::Host => search.host_steal,
-        } / OPS.steal;
-        Ask {
-            me: self.me,
-            now: search.now,
-            distance: c.distance,
-            policy: search.policy,
-            claim_cost,
-            input: ShareInput {
-                owner_remaining: 0.0,
-                owner_speed: 0.0,
-                helper_speed: search.speed,
-                others: Vec::new(),
-                available: 0,
-                job_left: match site_end {
-                    Some(end) if c.distance == 1 => search.job_left.max(end - search.now),
-                    _ => search.job_left,
-                },
-                steal_cost,
-                near_helpers: c.near_helpers,
-                busy_for: search.busy_for,
-                risk: search.risk,
-                least_one: level == Level::Host,
-                dear_steal: self.params.late_threshold,
-            },
-        }
     }
 
     /// Read the SOS of a candidate: its open post, or `None` (closed,

@@ -3,9 +3,11 @@
 //! clerk ([`crate::clerk`]) reads the index and the SOS files and claims
 //! what these functions choose.
 
+use super::params::Params;
 use super::request::Search;
+use crate::cost::OPS;
 use crate::plan::{HelpPolicy, ShareInput, share};
-use crate::protocol::{Entry, Index, Post, Slot};
+use crate::protocol::{Entry, Index, Level, Post, Slot};
 use crate::topology::{IdleMap, Topology};
 use crate::verdict::hosts_late;
 
@@ -31,6 +33,53 @@ pub struct Ask {
 }
 
 impl Ask {
+    /// What helper `me` (settings `params`) asks of candidate `c` on
+    /// `level`'s board in `search`; `site_end`: an early look's end of the
+    /// site's late ranks ([`early_site_end`]). A steal's cost is the one
+    /// measured at the candidate's distance; a claim is one of a steal's
+    /// operations.
+    pub fn new(
+        me: usize,
+        params: &Params,
+        search: &Search,
+        c: &Candidate,
+        level: Level,
+        site_end: Option<f64>,
+    ) -> Ask {
+        let steal_cost = match level {
+            Level::Shared => search.steal_cost[c.distance.min(2) as usize],
+            Level::Host => search.host_steal,
+        };
+        let claim_cost = match level {
+            Level::Shared => search.steal_cost[0],
+            Level::Host => search.host_steal,
+        } / OPS.steal;
+        Ask {
+            me,
+            now: search.now,
+            distance: c.distance,
+            policy: search.policy,
+            claim_cost,
+            input: ShareInput {
+                owner_remaining: 0.0,
+                owner_speed: 0.0,
+                helper_speed: search.speed,
+                others: Vec::new(),
+                available: 0,
+                job_left: match site_end {
+                    Some(end) if c.distance == 1 => search.job_left.max(end - search.now),
+                    _ => search.job_left,
+                },
+                steal_cost,
+                near_helpers: c.near_helpers,
+                busy_for: search.busy_for,
+                risk: search.risk,
+                least_one: level == Level::Host,
+                dear_steal: params.late_threshold,
+            },
+        }
+    }
+
     /// The ids to take from the open post `p`, whose slots `taken` are
     /// known to be claimed (0: nothing worth a steal).
     pub fn share(&self, p: &Post, taken: &[Slot]) -> u64 {
