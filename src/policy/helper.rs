@@ -115,8 +115,9 @@ impl Ask {
     /// its own place, each slot that brings
     /// the ids taken nearer the share without ending the helper after the
     /// owner alone would end, while its work at the owner's speed is worth
-    /// a claim. An idle helper whose share fits no slot takes the smallest
-    /// that ends it before the owner alone would.
+    /// a claim. An idle helper at least as fast as the owner whose share
+    /// fits no slot takes the smallest that ends it before the owner alone
+    /// would.
     pub fn slots(&self, p: &Post, taken: &[Slot]) -> Vec<Slot> {
         let k = self.share(p, taken) as f64;
         let (vh, vj) = (self.input.helper_speed.max(1e-9), p.speed.max(1e-9));
@@ -148,10 +149,11 @@ impl Ask {
                 out.push((*s).clone());
             }
         }
-        // An idle helper whose share fits no slot takes the smallest that
-        // still ends it before the owner alone would end: its time is
-        // otherwise lost, and the owner's is not.
-        if out.is_empty() && k > 0.0 && self.input.busy_for <= 0.0 {
+        // An idle helper at least as fast as the owner whose share fits no
+        // slot takes the smallest that still ends it before the owner alone
+        // would end: its time is otherwise lost, and it computes any slot
+        // sooner than the owner, costly realisations included.
+        if out.is_empty() && k > 0.0 && self.input.busy_for <= 0.0 && vh >= vj {
             let fits = free.into_iter().filter(|s| s.len() as f64 <= most);
             out.extend(fits.min_by_key(|s| s.len()).cloned());
         }
