@@ -115,7 +115,9 @@ impl Ask {
     /// its own place, each slot that brings
     /// the ids taken nearer the share without ending the helper after the
     /// owner alone would end, while its work at the owner's speed is worth
-    /// a claim.
+    /// a claim. An idle helper at least as fast as the owner whose share
+    /// fits no slot takes the smallest that ends it before the owner alone
+    /// would.
     pub fn slots(&self, p: &Post, taken: &[Slot]) -> Vec<Slot> {
         let k = self.share(p, taken) as f64;
         let (vh, vj) = (self.input.helper_speed.max(1e-9), p.speed.max(1e-9));
@@ -137,15 +139,23 @@ impl Ask {
         }
         let mut got = 0.0;
         let mut out = Vec::new();
-        for s in free {
+        for s in &free {
             let n = s.len() as f64;
             if got >= k || (!out.is_empty() && n / vj < self.claim_cost) {
                 break;
             }
             if (got + n - k).abs() < k - got && got + n <= most {
                 got += n;
-                out.push(s.clone());
+                out.push((*s).clone());
             }
+        }
+        // An idle helper at least as fast as the owner whose share fits no
+        // slot takes the smallest that still ends it before the owner alone
+        // would end: its time is otherwise lost, and it computes any slot
+        // sooner than the owner, costly realisations included.
+        if out.is_empty() && k > 0.0 && self.input.busy_for <= 0.0 && vh >= vj {
+            let fits = free.into_iter().filter(|s| s.len() as f64 <= most);
+            out.extend(fits.min_by_key(|s| s.len()).cloned());
         }
         out
     }
@@ -428,8 +438,15 @@ mod tests {
         // The job ends in 0.6 s: 30 ids wanted, at least half a slot of 50.
         let late = ask_with(|i| i.job_left = 0.6);
         assert_eq!(late.slots(&p, &[]).len(), 1);
+        // 20 ids wanted: nearer none than nothing. An idle helper still
+        // takes one slot (its time is otherwise lost), a busy one none.
         let later = ask_with(|i| i.job_left = 0.4);
-        assert!(later.slots(&p, &[]).is_empty());
+        assert_eq!(later.slots(&p, &[]).len(), 1);
+        let busy = ask_with(|i| {
+            i.job_left = 0.4;
+            i.busy_for = 0.1;
+        });
+        assert!(busy.slots(&p, &[]).is_empty());
         // Slots whose work at the owner's speed is less than a claim's
         // cost are left after the first.
         let dear = Ask {
