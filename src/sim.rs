@@ -728,8 +728,8 @@ impl<'a> Sim<'a> {
     /// As `finish` after the `verdict`: replies still on their way reach
     /// their ranks (a request stops at the verdict, once the operation
     /// under way is done), and owners whose SOS is still open look at it
-    /// once more: their accounts of the help given. The job ends (the makespan) when
-    /// the last rank is through.
+    /// once more: their accounts of the help given. The job ends (the
+    /// makespan) when the last rank is through.
     fn last_looks(&mut self, verdict: f64) -> Result<f64> {
         let mut makespan = verdict;
         for (i, reply) in std::mem::take(&mut self.replies).into_iter().enumerate() {

@@ -62,8 +62,8 @@ pub struct ShareInput {
     pub risk: f64,
     /// The SOS is on the helper's host board, where no rank of another host
     /// can help: an idle helper takes at least one id when it computes
-    /// [`LEAST_IDS`] before the owner alone would finish its work, whatever the job's
-    /// forecast end says.
+    /// [`LEAST_IDS`] before the owner alone would finish its work, whatever
+    /// the job's forecast end says.
     pub least_one: bool,
     /// Seconds from which a steal is dear (the configured lateness): an
     /// owner that other helpers still help gets the least share of four

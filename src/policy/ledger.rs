@@ -113,38 +113,22 @@ impl Ledger {
         self.pending.first().map(|p| p.0)
     }
 
+    /// A board other than `level` that holds pending slots.
+    pub(super) fn pending_elsewhere(&self, level: Level) -> Option<Level> {
+        self.pending.iter().map(|p| p.0).find(|&l| l != level)
+    }
+
     /// The front pending slots on the board of the front one, up to
     /// `target` ids (the first slot past it included).
     pub(super) fn front(&self, target: u64) -> Vec<Slot> {
-        let Some(level) = self.front_level() else {
-            return Vec::new();
-        };
-        let mut n = 0;
-        (self.pending.iter())
-            .take_while(|p| {
-                let more = p.0 == level && n < target;
-                n += p.1.len();
-                more
-            })
-            .map(|p| p.1.clone())
-            .collect()
+        walk(self.pending.iter(), target).map_or_else(Vec::new, |w| w.1)
     }
 
     /// The back pending slots on the board of the back one, up to `target`
     /// ids (the first slot past it included), back first; `None` without
     /// pending slots.
     pub(super) fn back(&self, target: u64) -> Option<(Level, Vec<Slot>)> {
-        let &(level, _) = self.pending.last()?;
-        let mut got = 0;
-        let slots = (self.pending.iter().rev())
-            .take_while(|p| {
-                let more = p.0 == level && got < target;
-                got += p.1.len();
-                more
-            })
-            .map(|p| p.1.clone())
-            .collect();
-        Some((level, slots))
+        walk(self.pending.iter().rev(), target)
     }
 
     /// New pending `slots` on `level`'s board, kept in id order.
@@ -162,6 +146,25 @@ impl Ledger {
     pub(super) fn drop_pending(&mut self, s: &Slot) {
         self.pending.retain(|(_, p)| p != s);
     }
+}
+
+/// The slots of `pending`, in its order, on the board of the first, up to
+/// `target` ids (the first slot past it included); `None` when empty.
+fn walk<'a>(
+    pending: impl Iterator<Item = &'a (Level, Slot)>,
+    target: u64,
+) -> Option<(Level, Vec<Slot>)> {
+    let mut pending = pending.peekable();
+    let level = pending.peek()?.0;
+    let (mut got, mut slots) = (0, Vec::new());
+    for (l, s) in pending {
+        if *l != level || got >= target {
+            break;
+        }
+        got += s.len();
+        slots.push(s.clone());
+    }
+    Some((level, slots))
 }
 
 #[cfg(test)]

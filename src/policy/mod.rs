@@ -426,10 +426,7 @@ impl Rank {
         if self.ledger.pending.is_empty() || self.asking.is_some() {
             return None;
         }
-        self.claim_all(now, self.ledger.pending[0].0);
-        if let Some(Request::Claim { listed, .. }) = &mut self.outbox {
-            *listed = true;
-        }
+        self.claim_all(now, self.ledger.pending[0].0, true);
         self.outbox.take()
     }
 

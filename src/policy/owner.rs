@@ -108,7 +108,7 @@ impl Rank {
         // A late rank without an SOS whose slots are on the other board
         // claims them all back at once to post them anew ([`Rank::post`]).
         let recall =
-            late && !self.owner.is_open() && self.ledger.pending.iter().any(|p| p.0 != post_level);
+            late && !self.owner.is_open() && self.ledger.pending_elsewhere(post_level).is_some();
         if !self.ledger.pending.is_empty() && self.lease_short(now) && !look_due && !recall {
             self.claim_front(now);
             return;
@@ -360,8 +360,8 @@ impl Rank {
     /// moves), and the post follows at once.
     fn post(&mut self, now: f64, v: f64, tau: f64) {
         let level = self.post_level();
-        if let Some(&(other, _)) = self.ledger.pending.iter().find(|p| p.0 != level) {
-            self.claim_all(now, other);
+        if let Some(other) = self.ledger.pending_elsewhere(level) {
+            self.claim_all(now, other, false);
             self.next_check = now;
             return;
         }
@@ -484,31 +484,32 @@ impl Rank {
             return;
         };
         let slots = self.front_slots(now);
-        self.claim_slots(now, level, slots);
+        self.claim_slots(now, level, slots, false);
     }
 
-    /// Claim every pending slot on `level`'s board (an SOS that moves).
-    pub(super) fn claim_all(&mut self, now: f64, level: Level) {
+    /// Claim every pending slot on `level`'s board (an SOS that moves);
+    /// `listed`: see [`Request::Claim`].
+    pub(super) fn claim_all(&mut self, now: f64, level: Level, listed: bool) {
         let slots = self.ledger.pending_on(level).cloned().collect();
-        self.claim_slots(now, level, slots);
+        self.claim_slots(now, level, slots, listed);
     }
 
     /// Claim `slots` of the open SOS back, to cut them anew at once.
     fn claim_back(&mut self, now: f64, slots: Vec<Slot>) {
         self.owner.recut = true;
         self.next_check = now;
-        self.claim_slots(now, self.owner.level, slots);
+        self.claim_slots(now, self.owner.level, slots, false);
     }
 
-    /// Claim `slots` on `level`'s board.
-    fn claim_slots(&mut self, now: f64, level: Level, slots: Vec<Slot>) {
+    /// Claim `slots` on `level`'s board; `listed`: see [`Request::Claim`].
+    fn claim_slots(&mut self, now: f64, level: Level, slots: Vec<Slot>, listed: bool) {
         let claim = self.claim_template(now);
         self.ask(
             Request::Claim {
                 level,
                 slots,
                 claim,
-                listed: false,
+                listed,
             },
             Asking::Claim { level },
         );
