@@ -67,7 +67,8 @@ pub struct ShareInput {
     pub least_one: bool,
     /// Seconds from which a steal is dear (the configured lateness): an
     /// owner that other helpers still help gets the least share of four
-    /// steals' worth only from a helper whose steal costs that much.
+    /// steals' worth (within the job's forecast end) only from a helper
+    /// whose steal costs that much.
     pub dear_steal: f64,
 }
 
@@ -79,9 +80,9 @@ pub struct ShareInput {
 /// idle ranks still to come, and the share is what the helper computes in
 /// that time once the steal is done and its own work
 /// ([`ShareInput::busy_for`]) is. An owner with more than three steals'
-/// worth of work alone always gets a share of at least four steals' worth
-/// of work from a helper at least as fast as itself, unless other helpers
-/// still work on its SOS and the steal is cheap
+/// worth of work alone gets a share of up to four steals' worth of work
+/// from a helper at least as fast as itself, ending by the job's forecast
+/// end, unless other helpers still work on its SOS and the steal is cheap
 /// ([`ShareInput::dear_steal`]). The common end never
 /// comes after the owner alone would finish. An idle helper on the owner's
 /// host board takes at least one id when that pays
@@ -188,20 +189,22 @@ impl<'a> Sizing<'a> {
 
     /// Seconds from now to the end of the share: when the policy's `k` ids
     /// would end, capped by the job's forecast end, at least a least share
-    /// for an owner alone, and never after the owner alone would finish.
+    /// for an owner alone that ends by the job's end, and never after the
+    /// owner alone would finish.
     fn end(&self, k: f64) -> f64 {
         let (s, r, vj, vh) = (self.s, self.r, self.vj, self.vh);
         let n = self.busy.len() as f64;
         // Seconds to the common end the policy aims at, capped by the job's
-        // forecast end. An owner left alone with more than three steals'
-        // worth of work always gets a share of four steals' worth: a steal
-        // is worth its cost (and the owner's lock, which it holds meanwhile).
+        // forecast end less the risk of a long last realisation.
         let mut end = k / vh;
+        // Seconds to the job's forecast end, at least two steals.
+        let mut job_end = f64::INFINITY;
         // A forecast end already past is stale (the next wave renews it).
         if s.job_left > 0.0 {
             // The forecast end counts no steal: a share may end one steal
             // past it, unless the steal passes while the helper computes.
             let steal = (s.steal_cost - s.busy_for).max(0.0);
+            job_end = (s.job_left + steal).max(2.0 * s.steal_cost);
             let mut cap = s.job_left + steal - s.risk.max(0.0);
             if s.near_helpers > 0.0 {
                 let to_come = (s.near_helpers - n).max(1.0);
@@ -209,24 +212,15 @@ impl<'a> Sizing<'a> {
             }
             end = end.min(cap.max(2.0 * s.steal_cost));
         }
-        // (Not from a slower helper: one at 10 realisations per second took
-        // 6 s of work 0.5 s before the job's forecast end and ended 6 s
-        // after every other rank; simulator, step16 on four hosts at 200 ms.)
-        // An owner that others still help is not alone: from a cheap
-        // steal, the share the policy sets. (The least share made the last
-        // share of sites16-one 24 ids of a steal of 0.12 s where the
-        // balanced one is 15, and its helper ended the job 0.4 s after the
-        // others: emulator, 0.933, 0.935, 0.934 → 0.942, 0.943, 0.946; on
-        // slow storage it is still needed, see above.)
+        // An owner alone (no other helper at work, or a dear steal) with
+        // more than three steals' worth of work gets four steals' worth
+        // from a helper at least as fast: a steal is worth its cost. But
+        // not past the job's forecast end, which would end the job late.
         let alone = n == 0.0 || s.steal_cost >= s.dear_steal;
         if r / vj > 3.0 * s.steal_cost && vh >= vj && alone {
-            end = end.max(5.0 * s.steal_cost);
+            end = end.max((5.0 * s.steal_cost).min(job_end));
         }
-        // Never later than the owner alone would finish: a slow helper that
-        // took a share of four steals' worth near the job's end ended the
-        // job (emulator, fluct16 at 200 ms: a helper at 5 realisations per
-        // second took 25 ids of an owner with 6 s of work left, and ended
-        // 3 s after it).
+        // Never later than the owner alone would finish.
         end.min(r / vj)
     }
 }
@@ -291,12 +285,14 @@ mod tests {
         let mut s = input(300.0, 25.0, 50.0, vec![]);
         s.job_left = 1.0;
         assert_eq!(share(HelpPolicy::Balanced, &s), 50);
-        // A steal costing 0.4 s must bring four times its cost in work: the
-        // owner has 12 s of work alone, so 1.6 s of work (80 ids) it is.
+        // A steal costing 0.4 s: the share may end one steal past the job's
+        // forecast end (1.4 s, the first 0.4 s of which the steal takes),
+        // short of four steals' worth (80 ids), and ends at least two
+        // steals away (0.8 s) however near the job's end.
         s.steal_cost = 0.4;
-        assert_eq!(share(HelpPolicy::Balanced, &s), 80);
+        assert_eq!(share(HelpPolicy::Balanced, &s), 50);
         s.job_left = 0.1;
-        assert_eq!(share(HelpPolicy::Balanced, &s), 80);
+        assert_eq!(share(HelpPolicy::Balanced, &s), 20);
         // Not from a helper slower than the owner: 2 steals' worth at most
         // (0.8 s, the first 0.4 of which the steal takes) at 20/s.
         let mut slow = s.clone();
@@ -445,22 +441,31 @@ mod tests {
     }
 
     #[test]
-    fn the_least_share_is_for_owners_alone_or_dear_steals() {
-        // 300 ids left at 25/s, the job's forecast end 0.3 s away, steals of
-        // 0.12 s: alone, the owner gets four steals' worth (0.6 s, the
-        // first 0.12 s of which the steal takes: 24 ids at 50/s).
-        let mut s = input(300.0, 25.0, 50.0, vec![]);
-        s.job_left = 0.3;
+    fn the_least_share_is_for_owners_alone_or_dear_steals_and_ends_by_the_job() {
+        // 30 ids left at 25/s, steals of 0.12 s, the job's end far: alone,
+        // the owner gets four steals' worth (0.6 s, the first 0.12 s of
+        // which the steal takes: 24 ids at 50/s), not the balanced 18.
+        let mut s = input(30.0, 25.0, 50.0, vec![]);
+        s.job_left = 10.0;
         s.steal_cost = 0.12;
         assert_eq!(share(HelpPolicy::Balanced, &s), 24);
-        // Another helper still works on the SOS: the share ends one steal
-        // past the job's end (0.42 s): 15 ids.
+        // Realisations whose last may run 9.8 s long trim the policy's
+        // share (0.32 s), not the least one.
+        s.risk = 9.8;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 24);
+        s.risk = 0.0;
+        // 300 ids left and the job's forecast end 0.3 s away: the share
+        // ends one steal past it (0.42 s), the least share too: 15 ids.
+        s.owner_remaining = 300.0;
+        s.job_left = 0.3;
+        assert_eq!(share(HelpPolicy::Balanced, &s), 15);
+        // Another helper still works on the SOS: the same.
         s.others = vec![(50.0, 20.0, 0.0)];
         assert_eq!(share(HelpPolicy::Balanced, &s), 15);
-        // A dear steal (0.4 s, the configured lateness is 0.25 s) still
-        // brings four steals' worth: 2 s, less the steal, at 50/s.
+        // A dear steal (0.4 s, the configured lateness is 0.25 s) brings
+        // at least two steals' worth: 0.8 s, less the steal, at 50/s.
         s.steal_cost = 0.4;
-        assert_eq!(share(HelpPolicy::Balanced, &s), 80);
+        assert_eq!(share(HelpPolicy::Balanced, &s), 20);
     }
 
     #[test]
