@@ -462,8 +462,8 @@ mod tests {
         // Another helper still works on the SOS: the same.
         s.others = vec![(50.0, 20.0, 0.0)];
         assert_eq!(share(HelpPolicy::Balanced, &s), 15);
-        // A dear steal (0.4 s, the configured lateness is 0.25 s) brings
-        // at least two steals' worth: 0.8 s, less the steal, at 50/s.
+        // A dear steal (0.4 s, the configured lateness is 0.25 s): the share
+        // ends two steals away (0.8 s), the first of which the steal takes.
         s.steal_cost = 0.4;
         assert_eq!(share(HelpPolicy::Balanced, &s), 20);
     }
