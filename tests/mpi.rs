@@ -452,8 +452,14 @@ fn spawn_midrun(name: &str) -> (PathBuf, std::process::Child, std::time::Instant
         &example("emulate"),
         &[path.to_str().unwrap(), "full"],
         &dir,
-        // Every SOS on the shared storage, where the test damages it.
-        &[("SOSLB_WARMUP", "0.5"), ("SOSLB_HOST_BOARD", "false")],
+        // Every SOS on the shared storage, where the test damages it; the
+        // run directory kept, so that a damage that comes as the job ends
+        // finds its files.
+        &[
+            ("SOSLB_WARMUP", "0.5"),
+            ("SOSLB_HOST_BOARD", "false"),
+            ("SOSLB_KEEP", "true"),
+        ],
     )
     .stdout(std::process::Stdio::piped())
     .stderr(std::process::Stdio::piped())
@@ -564,14 +570,14 @@ fn an_open_sos_file_emptied_costs_no_id() {
 #[test]
 fn a_stale_copy_renamed_over_an_open_sos_file_costs_no_id() {
     damage_after_first_claim("renamed", Ends::Once, |job| {
-        // `cp` now, `mv` back once more slots were claimed: helpers that
-        // read the copy try slots already taken, and lose those claims.
+        // `cp` now, `mv` back once another slot was claimed: helpers that
+        // read the copy try a slot already taken, and lose that claim.
         let sos = job.join("sos/15.ron");
         let copy = sos.with_extension("copy");
         std::fs::copy(&sos, &copy).unwrap();
         let n = claims_of(job, 15).len();
         let t = std::time::Instant::now();
-        while claims_of(job, 15).len() < n + 2 && t.elapsed() < std::time::Duration::from_secs(2) {
+        while claims_of(job, 15).len() < n + 1 && t.elapsed() < std::time::Duration::from_secs(1) {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
         std::fs::rename(&copy, &sos).unwrap();
