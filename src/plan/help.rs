@@ -197,20 +197,23 @@ impl<'a> Sizing<'a> {
         // Seconds to the common end the policy aims at, capped by the job's
         // forecast end less the risk of a long last realisation.
         let mut end = k / vh;
-        // Seconds to the job's forecast end, at least two steals.
+        // Every share ends at least two steals away.
+        let least_end = 2.0 * s.steal_cost;
+        // Seconds to the job's forecast end (infinite while unknown).
         let mut job_end = f64::INFINITY;
         // A forecast end already past is stale (the next wave renews it).
         if s.job_left > 0.0 {
             // The forecast end counts no steal: a share may end one steal
             // past it, unless the steal passes while the helper computes.
             let steal = (s.steal_cost - s.busy_for).max(0.0);
-            job_end = (s.job_left + steal).max(2.0 * s.steal_cost);
-            let mut cap = s.job_left + steal - s.risk.max(0.0);
+            let to_end = s.job_left + steal;
+            job_end = to_end.max(least_end);
+            let mut cap = to_end - s.risk.max(0.0);
             if s.near_helpers > 0.0 {
                 let to_come = (s.near_helpers - n).max(1.0);
                 cap = cap.max(self.common_end(to_come * vh, 0.0));
             }
-            end = end.min(cap.max(2.0 * s.steal_cost));
+            end = end.min(cap.max(least_end));
         }
         // An owner alone (no other helper at work, or a dear steal) with
         // more than three steals' worth of work gets four steals' worth

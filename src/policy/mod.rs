@@ -423,10 +423,11 @@ impl Rank {
     /// claim of each. `None` without pending slots, or with a request out
     /// (whose reply comes first).
     pub fn last_look(&mut self, now: f64) -> Option<Request> {
-        if self.ledger.pending.is_empty() || self.asking.is_some() {
+        let level = self.ledger.front_level()?;
+        if self.asking.is_some() {
             return None;
         }
-        self.claim_all(now, self.ledger.pending[0].0, true);
+        self.claim_all(now, level, true);
         self.outbox.take()
     }
 
