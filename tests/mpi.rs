@@ -587,9 +587,10 @@ fn a_stale_copy_renamed_over_an_open_sos_file_costs_no_id() {
 
 #[test]
 fn a_claim_file_deleted_by_hand_is_no_silent_duplicate() {
-    // A helper's claim removed: if its owner then claims the slot again,
-    // those ids are computed twice, and finalize names the file on every
-    // rank; if not, every id once.
+    // A helper's claim removed: if its owner then claims the slot again, or
+    // posts its ids anew before it learnt of the claim, those ids are
+    // computed twice and finalize names the file on every rank; if not,
+    // every id once.
     damage_after_first_claim("deleted", Ends::OnceOrNamed, |job| {
         let claims = claims_of(job, 15);
         let last = claims.iter().max().expect("a claim").clone();

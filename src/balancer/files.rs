@@ -64,34 +64,43 @@ impl RunFiles {
         }
     }
 
-    /// The first of this rank's `won` claims whose file names another rank.
-    pub(super) fn claim_made_again(
-        &self,
-        me: usize,
-        won: &[(Level, usize, Slot)],
-    ) -> Option<String> {
+    /// The first of this rank's `won` claims whose file is gone, names
+    /// another rank, or was won twice: removed during the run (and perhaps
+    /// made again).
+    pub(super) fn removed_claim(&self, me: usize, won: &[(Level, usize, Slot)]) -> Option<String> {
         let mut shared = FileBoard::open(&self.job_dir, me).ok()?;
         let mut host =
             (self.host_board_dir.as_ref()).and_then(|(d, _)| FileBoard::open(d, me).ok());
-        won.iter().find_map(|(level, owner, slot)| {
-            let board = match (level, &mut host) {
-                (Level::Host, Some(h)) => h,
-                _ => &mut shared,
-            };
-            match board.probe(*owner, slot) {
-                Ok(Probe::Taken(Some(c))) if c.by != me => Some(format!(
-                    "{} names rank {} as the claimant of ids {}..{}, but rank {me} claimed them \
-                     first: the file was removed during the run and made again, and those ids \
-                     were computed twice",
-                    board.claim_path(*owner, slot).display(),
-                    c.by,
-                    slot.start,
-                    slot.end
-                )),
-                _ => None,
-            }
-        })
+        won.iter()
+            .enumerate()
+            .find_map(|(k, (level, owner, slot))| {
+                let board = match (level, &mut host) {
+                    (Level::Host, Some(h)) => h,
+                    _ => &mut shared,
+                };
+                let now = match board.probe(*owner, slot) {
+                    _ if won[..k].contains(&won[k]) => "was won twice".to_string(),
+                    Ok(Probe::Taken(Some(c))) if c.by != me => format!("names rank {}", c.by),
+                    Ok(Probe::Free) => "is gone".to_string(),
+                    _ => return None,
+                };
+                let path = board.claim_path(*owner, slot);
+                Some(removed(&path, &now, me, slot))
+            })
     }
+}
+
+/// The audit's error naming the claim file at `path` of rank `me`'s `slot`,
+/// which `now` "is gone", "names rank 3" or "was won twice".
+fn removed(path: &Path, now: &str, me: usize, slot: &Slot) -> String {
+    format!(
+        "{} {now}, and rank {me} claimed ids {}..{} in it: the file was removed during the run, \
+         so some ids were computed twice and, the count being reached, others may never have \
+         been",
+        path.display(),
+        slot.start,
+        slot.end
+    )
 }
 
 /// After a clean finalize: remove the signal files of the run, and the whole

@@ -692,12 +692,12 @@ impl Balancer {
     }
 
     /// After an audit that found ids computed twice: re-read this rank's
-    /// won claims. A claim file that now names another rank was removed
-    /// during the run and made again; the lowest rank that finds one names
-    /// it on every rank (collective).
+    /// won claims. A claim file that is gone, or now names another rank,
+    /// was removed during the run; the lowest rank that finds one names it
+    /// on every rank (collective).
     fn named_twice(&mut self) -> Option<Error> {
         let me = self.ctx.me();
-        let found = self.files.claim_made_again(me, self.rank.won());
+        let found = self.files.removed_claim(me, self.rank.won());
         let comm = &self.ctx.comm;
         let flags = comm.all_gather(&[u64::from(found.is_some())]);
         let root = rows_first(&flags, 1, 0)?;

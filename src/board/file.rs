@@ -39,11 +39,12 @@
 //! - Damage is reported with the path and got round: garbage or an empty
 //!   body in an SOS file or `open.ron`, a stale copy renamed over one, a
 //!   directory in its place (the owner writes it anew at its next refresh).
-//!   A claim file deleted by hand and made again by another rank computes
-//!   its ids twice: `finalize`'s audit fails on every rank, and the rank
-//!   whose claim it was names the file. A claim directory that cannot be
-//!   written (`chattr +i`) ends with every id once, or with an error on
-//!   every rank naming it.
+//!   A claim file deleted by hand can let its ids be computed twice (made
+//!   again by another rank, or its ids posted anew by an owner that had
+//!   not yet learnt of the claim): `finalize`'s audit fails on every rank,
+//!   and the rank whose claim it was names the file. A claim directory that
+//!   cannot be written (`chattr +i`) ends with every id once, or with an
+//!   error on every rank naming it.
 //! - At a clean finalize (no error, no `keep`) each rank removes its SOS
 //!   file and the claims it won ([`remove_own`]), and rank 0 the rest, so
 //!   that no rank makes thousands of removals at the end of a large job:
