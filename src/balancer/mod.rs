@@ -692,9 +692,9 @@ impl Balancer {
     }
 
     /// After an audit that found ids computed twice: re-read this rank's
-    /// won claims. A claim file that is gone, or now names another rank,
-    /// was removed during the run; the lowest rank that finds one names it
-    /// on every rank (collective).
+    /// won claims. A claim file that is gone, names another rank, or that
+    /// this rank won twice was removed during the run; the lowest rank that
+    /// finds one names it on every rank (collective).
     fn named_twice(&mut self) -> Option<Error> {
         let me = self.ctx.me();
         let found = self.files.removed_claim(me, self.rank.won());
