@@ -3,6 +3,12 @@
 //! [`Scenario`]. It runs the same decisions as a real job in milliseconds, for
 //! property tests and for exploring policies and parameters.
 //!
+//! A rank's request is carried out when the rank makes it, its storage
+//! operations dated one after another from then ([`MemoryBoard::set_clock`]):
+//! what it writes shows to other ranks from its operation's date, and its
+//! reply comes when its last operation ends. Two claims of one slot are
+//! decided in the order of the requests, not of the creates' dates.
+//!
 //! ```
 //! use soslb::{policy::Params, config::Config, scenario::{Scenario, Factor}, sim};
 //! let scenario = Scenario {
@@ -548,9 +554,9 @@ impl<'a> Sim<'a> {
     }
 
     /// Rank `i`'s next step at `now` that is not a request or a transfer.
-    /// The clerk carries a request out at once on the board; the reply
-    /// arrives when its operations are done, and the rank computes
-    /// meanwhile.
+    /// The clerk carries a request out on the board, its operations dated
+    /// from `now`; the reply arrives when they are done, and the rank
+    /// computes meanwhile.
     fn serve(&mut self, i: usize, now: f64) -> Result<Step> {
         let mut step = self.ranks[i].next(now)?;
         loop {
@@ -564,7 +570,7 @@ impl<'a> Sim<'a> {
                 other => return Ok(other),
             };
             let kind = kind(&request);
-            let (mut reply, touched, seconds) = self.serve_timed(i, request);
+            let (mut reply, touched, seconds) = self.serve_timed(i, now, request);
             self.storage.count(now, kind, touched);
             self.storage.seconds[i] += seconds;
             reply.seconds = Some(seconds);
@@ -577,16 +583,16 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Carry `request` of rank `i` out on the shared board and its host's
-    /// board, timed when operations cost time: the reply, the
+    /// Carry `request` of rank `i` out at `now` on the shared board and its
+    /// host's board, timed when operations cost time: the reply, the
     /// shared-storage operations it made, and the seconds they took (the
     /// farther SOS files' extra time included; host boards are node-local
     /// and take no time).
-    fn serve_timed(&mut self, i: usize, request: Request) -> (Reply, u64, f64) {
+    fn serve_timed(&mut self, i: usize, now: f64, request: Request) -> (Reply, u64, f64) {
         let host = self.host_boards.get_mut(self.topology.host_index(i));
         let board = &mut self.board;
         let ops = board.ops();
-        board.set_clock(i);
+        board.set_clock(i, now, self.storage.timed.unwrap_or(0.0));
         let reply = self.clerks[i].serve_on(request, board, host.map(|b| b as _));
         let touched = board.ops() - ops;
         let seconds = touched as f64 * self.storage.timed.unwrap_or(0.0) + board.extra();
@@ -739,7 +745,7 @@ impl<'a> Sim<'a> {
                 self.ranks[i].reply(reply)?;
             }
             if let Some(request) = self.ranks[i].last_look(t) {
-                let (reply, _, seconds) = self.serve_timed(i, request);
+                let (reply, _, seconds) = self.serve_timed(i, t, request);
                 t += seconds;
                 self.ranks[i].reply(reply)?;
                 self.events[i].extend(self.ranks[i].drain_events().map(|e| (t, e)));

@@ -3,6 +3,14 @@
 //! claim of a slot wins), and it counts the operations the file board would
 //! make for the same calls ([`Board::ops`]), so that the simulator can
 //! charge a storage latency.
+//!
+//! With a clock ([`MemoryBoard::set_clock`]) each operation is dated where
+//! it ends: a call's operations follow one another from the time the call
+//! starts. A write shows from its date on, and a read sees what was written
+//! by its own date, so that a post shows only once its operations are done
+//! and two writers of the index that overlap lose one update, as on the
+//! file board. Two claims of one slot are still decided in the order of
+//! the calls (the first call wins, whatever the dates of the creates).
 
 use super::{Board, Claimed, Probe};
 use crate::error::{Error, Result};
@@ -11,14 +19,56 @@ use crate::topology::Topology;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// A value's versions in date order, each seen from its date on.
+#[derive(Debug)]
+struct Dated<T>(Vec<(f64, T)>);
+
+impl<T> Default for Dated<T> {
+    fn default() -> Self {
+        Dated(Vec::new())
+    }
+}
+
+impl<T> Dated<T> {
+    /// The version seen at `t`.
+    fn at(&self, t: f64) -> Option<&T> {
+        self.0.iter().rev().find(|v| v.0 <= t).map(|v| &v.1)
+    }
+
+    /// Write `value` dated `t`; no read comes before `settled`, so the
+    /// versions hidden by then go.
+    fn set(&mut self, t: f64, value: T, settled: f64) {
+        let k = self.0.partition_point(|v| v.0 <= t);
+        self.0.insert(k, (t, value));
+        let seen = self.0.partition_point(|v| v.0 <= settled);
+        self.0.drain(..seen.saturating_sub(1));
+    }
+}
+
 #[derive(Debug, Default)]
 struct Shared {
-    sos: BTreeMap<usize, Sos>,
+    sos: BTreeMap<usize, Dated<Sos>>,
     /// SOS files destroyed by [`MemoryBoard::corrupt`] until their next post.
     corrupt: Vec<usize>,
-    claims: HashMap<(usize, u64, u32), Claim>,
-    index: Index,
+    /// The claims, each with the date it shows from.
+    claims: HashMap<(usize, u64, u32), (f64, Claim)>,
+    index: Dated<Index>,
     host_index: HashMap<String, (Index, f64)>,
+}
+
+/// The clock of the calls of one rank ([`MemoryBoard::set_clock`]).
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    caller: usize,
+    /// When the calls started: no later call reads before it (the
+    /// simulator makes its calls in time order).
+    start: f64,
+    /// When the last operation ended.
+    at: f64,
+    /// Seconds per operation.
+    delay: f64,
+    /// The extra seconds operations on farther ranks' files took.
+    extra: f64,
 }
 
 /// One rank's handle on a board shared in memory.
@@ -26,9 +76,7 @@ struct Shared {
 pub struct MemoryBoard {
     shared: Arc<Mutex<Shared>>,
     ops: u64,
-    /// With a clock ([`MemoryBoard::set_clock`]): the rank making the calls,
-    /// and the extra seconds its operations on farther ranks' files took.
-    clock: Option<(usize, f64)>,
+    clock: Option<Clock>,
     /// The ranks' hosts and sites, and the extra seconds per operation on
     /// the files of a rank's SOS at distance 1 (2 at distance 2).
     far: Option<(Topology, f64)>,
@@ -59,48 +107,72 @@ impl MemoryBoard {
         lock(&self.shared).corrupt.push(rank);
     }
 
-    /// Time the calls from now on as those of rank `caller`
-    /// ([`MemoryBoard::extra`]).
-    pub fn set_clock(&mut self, caller: usize) {
-        self.clock = Some((caller, 0.0));
+    /// Date the calls from now on as those of rank `caller` starting at
+    /// `now`, each operation `delay` seconds long ([`MemoryBoard::extra`]).
+    pub fn set_clock(&mut self, caller: usize, now: f64, delay: f64) {
+        self.clock = Some(Clock {
+            caller,
+            start: now,
+            at: now,
+            delay,
+            extra: 0.0,
+        });
     }
 
     /// Seconds the calls since [`MemoryBoard::set_clock`] spent on farther
     /// ranks' files beyond the latency of each operation.
     pub fn extra(&self) -> f64 {
-        self.clock.map_or(0.0, |c| c.1)
+        self.clock.map_or(0.0, |c| c.extra)
     }
 
-    /// Count an operation on the files of `owner`'s SOS (`None`: the index).
-    fn op(&mut self, owner: Option<usize>) {
+    /// Count an operation on the files of `owner`'s SOS (`None`: the index);
+    /// the date it ends (0 without a clock).
+    fn op(&mut self, owner: Option<usize>) -> f64 {
         self.ops += 1;
-        if let (Some((caller, extra)), Some((t, delay)), Some(owner)) =
-            (&mut self.clock, &self.far, owner)
-            && *caller < t.ranks()
+        let Some(clock) = &mut self.clock else {
+            return 0.0;
+        };
+        let mut extra = 0.0;
+        if let (Some((t, delay)), Some(owner)) = (&self.far, owner)
+            && clock.caller < t.ranks()
             && owner < t.ranks()
         {
-            *extra += t.distance(*caller, owner) as f64 * delay;
+            extra = t.distance(clock.caller, owner) as f64 * delay;
         }
+        clock.extra += extra;
+        clock.at += clock.delay + extra;
+        clock.at
+    }
+
+    /// No other call reads before this date.
+    fn settled(&self) -> f64 {
+        self.clock.map_or(0.0, |c| c.start)
     }
 
     /// Every claim made, for tests.
     pub fn claims(&self) -> Vec<Claim> {
-        lock(&self.shared).claims.values().cloned().collect()
+        lock(&self.shared)
+            .claims
+            .values()
+            .map(|c| c.1.clone())
+            .collect()
     }
 }
 
 impl Board for MemoryBoard {
     fn post(&mut self, sos: &Sos) -> Result<()> {
         self.op(Some(sos.rank));
-        self.op(Some(sos.rank));
+        let t = self.op(Some(sos.rank));
+        let settled = self.settled();
         let mut shared = lock(&self.shared);
         shared.corrupt.retain(|&r| r != sos.rank);
-        shared.sos.insert(sos.rank, sos.clone());
+        let versions = shared.sos.entry(sos.rank).or_default();
+        versions.set(t, sos.clone(), settled);
         Ok(())
     }
 
     fn read_sos(&mut self, rank: usize) -> Result<Option<Sos>> {
-        self.op(Some(rank));
+        let t = self.op(Some(rank));
         let shared = lock(&self.shared);
         if shared.corrupt.contains(&rank) {
             return Err(Error::Corrupt {
@@ -108,47 +180,48 @@ impl Board for MemoryBoard {
                 reason: "destroyed by the test".into(),
             });
         }
-        Ok(shared.sos.get(&rank).cloned())
+        Ok(shared.sos.get(&rank).and_then(|v| v.at(t)).cloned())
     }
 
     fn claim(&mut self, claim: &Claim) -> Result<Claimed> {
-        self.op(Some(claim.owner));
+        let t = self.op(Some(claim.owner));
         let key = (claim.owner, claim.slot.seq, claim.slot.index);
         let mut shared = lock(&self.shared);
         if shared.claims.contains_key(&key) {
             return Ok(Claimed::Lost);
         }
-        shared.claims.insert(key, claim.clone());
+        shared.claims.insert(key, (t, claim.clone()));
         Ok(Claimed::Won)
     }
 
     fn probe(&mut self, owner: usize, slot: &Slot) -> Result<Probe> {
-        self.op(Some(owner));
+        let t = self.op(Some(owner));
         let key = (owner, slot.seq, slot.index);
         Ok(match lock(&self.shared).claims.get(&key) {
-            Some(c) => Probe::Taken(Some(c.clone())),
-            None => Probe::Free,
+            Some((at, c)) if *at <= t => Probe::Taken(Some(c.clone())),
+            _ => Probe::Free,
         })
     }
 
     fn claimed(&mut self, owner: usize) -> Result<Vec<String>> {
-        self.op(Some(owner));
+        let t = self.op(Some(owner));
         let shared = lock(&self.shared);
         Ok((shared.claims.values())
-            .filter(|c| c.owner == owner)
-            .map(|c| c.slot.file_name())
+            .filter(|(at, c)| c.owner == owner && *at <= t)
+            .map(|(_, c)| c.slot.file_name())
             .collect())
     }
 
     fn read_index(&mut self) -> Result<Index> {
-        self.op(None);
-        Ok(lock(&self.shared).index.clone())
+        let t = self.op(None);
+        Ok(lock(&self.shared).index.at(t).cloned().unwrap_or_default())
     }
 
     fn write_index(&mut self, index: &Index) -> Result<()> {
         self.op(None);
-        self.op(None);
-        lock(&self.shared).index = index.clone();
+        let t = self.op(None);
+        let settled = self.settled();
+        lock(&self.shared).index.set(t, index.clone(), settled);
         Ok(())
     }
 
@@ -171,6 +244,90 @@ impl Board for MemoryBoard {
 mod tests {
     use super::*;
 
+    /// Operations dated from each call's start, 0.1 s apart: a post shows
+    /// once it is done, two writers of the index that overlap lose one
+    /// update, and a claim shows from its create on.
+    #[test]
+    fn writes_show_from_their_dates_and_overlapping_index_writes_lose_one() {
+        let mut a = MemoryBoard::new();
+        let (mut b, mut c) = (a.clone(), a.clone());
+        let sos = Sos {
+            rank: 0,
+            seq: 1,
+            state: crate::protocol::SosState::Closed,
+        };
+        a.set_clock(0, 0.0, 0.1);
+        a.post(&sos).unwrap();
+        b.set_clock(1, 0.05, 0.1);
+        assert_eq!(
+            b.read_sos(0).unwrap(),
+            None,
+            "a post shows before it is done"
+        );
+        b.set_clock(1, 0.15, 0.1);
+        assert_eq!(b.read_sos(0).unwrap(), Some(sos));
+
+        let listing = |rank| {
+            let mut index = Index::default();
+            index.upsert(&crate::protocol::Entry {
+                rank,
+                seq: 1,
+                forecast: 9.0,
+                opened_at: 1.0,
+                speed: 1.0,
+            });
+            index
+        };
+        a.set_clock(0, 1.0, 0.1);
+        assert_eq!(a.read_index().unwrap(), Index::default());
+        a.write_index(&listing(0)).unwrap();
+        b.set_clock(1, 1.05, 0.1);
+        assert_eq!(
+            b.read_index().unwrap(),
+            Index::default(),
+            "a's write shows at 1.3 s"
+        );
+        b.write_index(&listing(1)).unwrap();
+        c.set_clock(2, 1.21, 0.1);
+        assert_eq!(c.read_index().unwrap(), listing(0));
+        c.set_clock(2, 1.4, 0.1);
+        assert_eq!(
+            c.read_index().unwrap(),
+            listing(1),
+            "b's write replaces a's"
+        );
+
+        let slot = Slot {
+            seq: 1,
+            index: 0,
+            start: 0,
+            end: 3,
+        };
+        let claim = Claim {
+            owner: 0,
+            slot: slot.clone(),
+            by: 1,
+            at: 2.0,
+            speed: 1.0,
+            busy_for: 0.0,
+            steal_cost: 0.0,
+        };
+        b.set_clock(1, 2.0, 0.1);
+        assert_eq!(b.claim(&claim).unwrap(), Claimed::Won);
+        a.set_clock(0, 2.0, 0.1);
+        assert_eq!(
+            a.probe(0, &slot).unwrap(),
+            Probe::Taken(Some(claim.clone()))
+        );
+        c.set_clock(2, 1.95, 0.1);
+        assert_eq!(
+            c.probe(0, &slot).unwrap(),
+            Probe::Free,
+            "the create ends at 2.1 s"
+        );
+        assert_eq!(c.claim(&claim).unwrap(), Claimed::Lost);
+    }
+
     #[test]
     fn the_first_claim_wins_and_far_files_cost_more() {
         let topology = Topology::laid_out(4, 1, 2);
@@ -191,8 +348,8 @@ mod tests {
             busy_for: 0.0,
             steal_cost: 0.0,
         };
-        a.set_clock(0);
-        b.set_clock(2);
+        a.set_clock(0, 0.0, 0.0);
+        b.set_clock(2, 0.0, 0.0);
         assert_eq!(a.claim(&claim(0)).unwrap(), Claimed::Won);
         assert_eq!(b.claim(&claim(2)).unwrap(), Claimed::Lost);
         assert_eq!(b.probe(3, &slot).unwrap(), Probe::Taken(Some(claim(0))));
