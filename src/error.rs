@@ -91,30 +91,43 @@ pub(crate) fn warn(rank: usize, text: &str) {
 /// A `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The codes of the C and Fortran interfaces (0 is success).
-pub mod code {
+// The codes of the C and Fortran interfaces: one table with their names in
+// `soslb.h` and `soslb.f90`, which a test checks against both files.
+macro_rules! codes {
+    ($($(#[$doc:meta])* $name:ident = $value:literal, $c:literal;)*) => {
+        /// The codes of the C and Fortran interfaces (0 is success).
+        pub mod code {
+            $($(#[$doc])* pub const $name: i32 = $value;)*
+            /// Every code with its name in `soslb.h` and `soslb.f90`.
+            #[cfg(test)]
+            pub(crate) const NAMES: &[(i32, &str)] = &[$(($value, $c)),*];
+        }
+    };
+}
+
+codes! {
     /// Success.
-    pub const OK: i32 = 0;
+    OK = 0, "SOSLB_OK";
     /// [`super::Error::InvalidArgument`].
-    pub const INVALID_ARGUMENT: i32 = 1;
+    INVALID_ARGUMENT = 1, "SOSLB_ERR_ARGUMENT";
     /// [`super::Error::Config`].
-    pub const CONFIG: i32 = 2;
+    CONFIG = 2, "SOSLB_ERR_CONFIG";
     /// [`super::Error::Mpi`].
-    pub const MPI: i32 = 3;
+    MPI = 3, "SOSLB_ERR_MPI";
     /// [`super::Error::Io`].
-    pub const IO: i32 = 4;
+    IO = 4, "SOSLB_ERR_IO";
     /// [`super::Error::Corrupt`].
-    pub const CORRUPT: i32 = 5;
+    CORRUPT = 5, "SOSLB_ERR_CORRUPT";
     /// [`super::Error::StaleJob`].
-    pub const STALE_JOB: i32 = 6;
+    STALE_JOB = 6, "SOSLB_ERR_STALE_JOB";
     /// [`super::Error::Locking`].
-    pub const LOCKING: i32 = 7;
+    LOCKING = 7, "SOSLB_ERR_LOCKING";
     /// [`super::Error::State`].
-    pub const STATE: i32 = 8;
+    STATE = 8, "SOSLB_ERR_STATE";
     /// [`super::Error::Internal`].
-    pub const INTERNAL: i32 = 9;
+    INTERNAL = 9, "SOSLB_ERR_INTERNAL";
     /// [`super::Error::Audit`].
-    pub const AUDIT: i32 = 10;
+    AUDIT = 10, "SOSLB_ERR_AUDIT";
 }
 
 impl Error {
@@ -159,5 +172,41 @@ impl Error {
             name,
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::code::NAMES;
+
+    /// `(name, value)` of every `SOSLB_*` constant on the lines of `text`
+    /// that start with `prefix`, `between` separating name and value.
+    fn defined(text: &str, prefix: &str, between: &str) -> Vec<(String, i32)> {
+        text.lines()
+            .filter_map(|l| l.trim_start().strip_prefix(prefix))
+            .filter_map(|l| {
+                let (name, rest) = l.split_once(between)?;
+                let value = rest.split_whitespace().next()?.parse().ok()?;
+                Some((name.trim().to_string(), value))
+            })
+            .filter(|(name, _)| name.starts_with("SOSLB_"))
+            .collect()
+    }
+
+    fn same_codes(file: &str, found: Vec<(String, i32)>) {
+        let want: Vec<(String, i32)> = NAMES.iter().map(|&(v, n)| (n.to_string(), v)).collect();
+        assert_eq!(found, want, "the codes of {file} differ from `error::code`");
+    }
+
+    #[test]
+    fn the_header_and_the_fortran_module_define_the_same_codes() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fortran/");
+        let header = std::fs::read_to_string(format!("{dir}soslb.h")).unwrap();
+        same_codes("soslb.h", defined(&header, "#define ", " "));
+        let module = std::fs::read_to_string(format!("{dir}soslb.f90")).unwrap();
+        same_codes(
+            "soslb.f90",
+            defined(&module, "integer, parameter, public :: ", " = "),
+        );
     }
 }
