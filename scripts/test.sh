@@ -68,10 +68,11 @@ structure_checks() {
 openmpi_pass() (
     export SOSLB_MPI=openmpi
     . scripts/setup.sh
-    # The tests' tools: CMake builds against an installed prefix; FUSE mounts;
-    # the cluster's namespaces.
-    need_commands cmake=cmake bindfs=bindfs fusermount3=fuse3 unshare=util-linux mount=mount \
-        nsenter=util-linux findmnt=util-linux setsid=util-linux
+    # The tests' tools: CMake builds against an installed prefix, and the
+    # other MPI's Fortran wrapper (a CMake project that found it is refused);
+    # FUSE mounts; the cluster's namespaces.
+    need_commands cmake=cmake mpif90.mpich=libmpich-dev bindfs=bindfs fusermount3=fuse3 \
+        unshare=util-linux mount=mount nsenter=util-linux findmnt=util-linux setsid=util-linux
     need_cargo_components fmt clippy
     cargo fmt --check || { echo "test.sh: cargo fmt --check failed: run cargo fmt" >&2; exit 1; }
     structure_checks
@@ -92,7 +93,7 @@ openmpi_pass() (
 mpich_pass() (
     export SOSLB_MPI=mpich
     . scripts/setup.sh
-    need_commands cmake=cmake
+    need_commands cmake=cmake mpif90.openmpi=libopenmpi-dev
     # Only what these tests run: the library, the emulator and the tests,
     # without the soslb command's plotting crates (the report feature).
     cargo build --release --no-default-features --features emulate --lib --example emulate
