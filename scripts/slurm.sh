@@ -6,7 +6,7 @@
 # usage: scripts/slurm.sh start|stop|status|env
 #
 #   start    install what is missing (slurm-wlm, slurmdbd, munge,
-#            mariadb-server-core), write the configuration (the node's real
+#            mariadb-server-core, mariadb-client-core), write the configuration (the node's real
 #            CPUs and memory from `slurmd -C`, oversubscription allowed), start
 #            the daemons and wait until the node is idle
 #   stop     cancel every job, stop the daemons, check that none is left
@@ -54,7 +54,7 @@ install_missing() {
     local want=() pair
     for pair in slurmctld=slurm-wlm slurmd=slurm-wlm sbatch=slurm-client slurmdbd=slurmdbd \
         munged=munge mungekey=munge mariadbd=mariadb-server-core \
-        mariadb-install-db=mariadb-server-core; do
+        mariadb-install-db=mariadb-server-core my_print_defaults=mariadb-client-core; do
         command -v "${pair%%=*}" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin command -v "${pair%%=*}" >/dev/null 2>&1 ||
             want+=("${pair#*=}")
     done
