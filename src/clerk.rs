@@ -211,8 +211,8 @@ impl Clerk {
         Outcome::Refreshed { won, taken }
     }
 
-    /// Claim the rank's own `slots` in order; `listed`: those the claims
-    /// listed first name are lost without a claim. A claim that neither
+    /// Claim the rank's own `slots`, sent together; `listed`: those the
+    /// claims listed first name are lost without a claim. A claim that neither
     /// wins nor loses (the claim directory cannot be written) leaves the
     /// slot's ids nobody's: after a second try, the rank fails, naming the
     /// file.
@@ -229,24 +229,27 @@ impl Clerk {
             true => board.claimed(self.me).unwrap_or_default(),
             false => Vec::new(),
         };
-        for s in slots {
-            // After the verdict only the last look claims: the job is done.
-            if self.over() && !listed {
-                break;
-            }
-            if names.iter().any(|n| s.named(n)) {
-                let by = self.claimant(s, board);
-                lost.push((s.clone(), by));
-                continue;
-            }
-            let c = Claim {
-                slot: s.clone(),
+        // After the verdict only the last look claims: the job is done.
+        if self.over() && !listed {
+            return Outcome::Claimed { won, lost };
+        }
+        let (known, new): (Vec<&Slot>, Vec<&Slot>) =
+            slots.iter().partition(|s| names.iter().any(|n| s.named(n)));
+        for s in known {
+            let by = self.claimant(s, board);
+            lost.push((s.clone(), by));
+        }
+        let claims: Vec<Claim> = (new.iter())
+            .map(|s| Claim {
+                slot: (*s).clone(),
                 ..claim.clone()
-            };
-            let mut tried = board.claim(&c);
+            })
+            .collect();
+        let sent = board.claim_all(&claims);
+        for ((s, c), mut tried) in new.into_iter().zip(&claims).zip(sent) {
             if tried.is_err() && !self.over() {
                 std::thread::sleep(std::time::Duration::from_millis(100));
-                tried = board.claim(&c);
+                tried = board.claim(c);
             }
             match tried {
                 Ok(Claimed::Won) => won.push(s.clone()),

@@ -595,7 +595,8 @@ impl<'a> Sim<'a> {
         board.set_clock(i, now, self.storage.timed.unwrap_or(0.0));
         let reply = self.clerks[i].serve_on(request, board, host.map(|b| b as _));
         let touched = board.ops() - ops;
-        let seconds = touched as f64 * self.storage.timed.unwrap_or(0.0) + board.extra();
+        let timed = touched - board.overlapped();
+        let seconds = timed as f64 * self.storage.timed.unwrap_or(0.0) + board.extra();
         (reply, touched, seconds)
     }
 

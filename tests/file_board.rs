@@ -98,8 +98,9 @@ fn entry(rank: usize) -> Entry {
 
 /// The owner and `helpers` threads, each with its own board, race for the
 /// slots of one SOS: the owner from the front, the helpers from the back,
-/// each after reading the SOS once. Every id is claimed by exactly one.
-fn race(helpers: usize, delay: Duration) {
+/// each after reading the SOS once, sending `together` claims at a time.
+/// Every id is claimed by exactly one.
+fn race(helpers: usize, delay: Duration, together: usize) {
     let job = TempJob::new();
     let slots = cut(&IdSet::from_range(0..400), 1, 0, &[7; 60]);
     job.open(0).post(&open_sos(0, 1, slots.clone())).unwrap();
@@ -123,10 +124,19 @@ fn race(helpers: usize, delay: Duration) {
                     p.slots.iter().rev().collect()
                 };
                 let mut won = IdSet::new();
-                for s in order {
-                    if board.claim(&claim(0, s, rank)).unwrap() == Claimed::Won {
-                        won.insert(s.ids());
+                for sent in order.chunks(together) {
+                    let claims: Vec<Claim> = sent.iter().map(|s| claim(0, s, rank)).collect();
+                    let ops = board.ops();
+                    for (s, c) in sent.iter().zip(board.claim_all(&claims)) {
+                        if c.unwrap() == Claimed::Won {
+                            won.insert(s.ids());
+                        }
                     }
+                    assert_eq!(
+                        board.ops() - ops,
+                        sent.len() as u64,
+                        "a claim is an operation"
+                    );
                 }
                 won
             })
@@ -142,12 +152,18 @@ fn race(helpers: usize, delay: Duration) {
 
 #[test]
 fn racing_claims_take_every_id_once() {
-    race(7, Duration::ZERO);
+    race(7, Duration::ZERO, 1);
 }
 
 #[test]
 fn racing_claims_take_every_id_once_on_slow_storage() {
-    race(3, Duration::from_millis(2));
+    race(3, Duration::from_millis(2), 1);
+}
+
+#[test]
+fn racing_claims_sent_together_take_every_id_once() {
+    race(7, Duration::ZERO, 5);
+    race(3, Duration::from_millis(2), 4);
 }
 
 #[test]

@@ -62,9 +62,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread;
-#[cfg(feature = "emulate")]
-use std::time::Duration;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What rank 0 records in `job.ron`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -95,6 +93,50 @@ fn sos_path(dir: &Path, rank: usize) -> PathBuf {
 
 fn claim_path(dir: &Path, owner: usize, slot: &Slot) -> PathBuf {
     dir.join("aid").join(slot.claim_name(owner))
+}
+
+/// Sleep an emulated latency (none in a build without emulation).
+fn sleep_latency(d: Duration) {
+    if !d.is_zero() {
+        thread::sleep(d);
+    }
+}
+
+/// Claim `claim.slot` under `dir` by an exclusive create (a plain one
+/// when `plain`, a fault for tests): the result, and a note when the
+/// claim won but its body could not be written.
+fn create_claim(dir: &Path, claim: &Claim, plain: bool) -> (Result<Claimed>, Option<String>) {
+    let path = claim_path(dir, claim.owner, &claim.slot);
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    if plain {
+        options.create_new(false).create(true).truncate(true);
+    }
+    // The owner's directory of claims is made by the first claim.
+    let mut opened = options.open(&path);
+    if let (Err(e), Some(dir)) = (&opened, path.parent())
+        && e.kind() == io::ErrorKind::NotFound
+    {
+        match fs::create_dir(dir) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
+                return (Err(Error::io(dir, e)), None);
+            }
+            _ => opened = options.open(&path),
+        }
+    }
+    let mut file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return (Ok(Claimed::Lost), None),
+        Err(e) => return (Err(Error::io(&path, e)), None),
+    };
+    // The create decided; the body only tells who and when.
+    let note = (file.write_all(format::encode(claim).as_bytes()).err()).map(|e| {
+        format!(
+            "{}: claimed, but its body could not be written: {e}",
+            path.display()
+        )
+    });
+    (Ok(Claimed::Won), note)
 }
 
 /// Create `path` (it must not exist) holding `body`.
@@ -398,22 +440,29 @@ impl FileBoard {
     /// index), after the emulated latency.
     fn op(&mut self, owner: Option<usize>) {
         self.ops += 1;
-        self.latency(owner);
+        sleep_latency(self.latency_of(owner));
     }
 
-    /// Sleep the emulated latency of an operation on `owner`'s files.
+    /// The emulated latency of an operation on `owner`'s files.
     #[cfg(feature = "emulate")]
-    fn latency(&self, owner: Option<usize>) {
+    fn latency_of(&self, owner: Option<usize>) -> Duration {
         let extra = owner.and_then(|r| self.delay_to.get(r).copied());
-        let d = self.delay + extra.unwrap_or_default();
-        if !d.is_zero() {
-            thread::sleep(d);
-        }
+        self.delay + extra.unwrap_or_default()
     }
 
     /// No emulated latency in this build.
     #[cfg(not(feature = "emulate"))]
-    fn latency(&self, _: Option<usize>) {}
+    fn latency_of(&self, _: Option<usize>) -> Duration {
+        Duration::ZERO
+    }
+
+    /// Whether claims are plain creates (a fault injected by tests).
+    fn plain_create(&self) -> bool {
+        #[cfg(any(test, feature = "emulate"))]
+        return self.fault == Some(Fault::PlainCreate);
+        #[cfg(not(any(test, feature = "emulate")))]
+        false
+    }
 
     /// Write `body` aside and rename it over `path`; an obstacle at `path`
     /// that a rename cannot replace (a directory) is moved aside first, and
@@ -519,39 +568,47 @@ impl Board for FileBoard {
     }
 
     fn claim(&mut self, claim: &Claim) -> Result<Claimed> {
-        self.op(Some(claim.owner));
-        let path = claim_path(&self.dir, claim.owner, &claim.slot);
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(any(test, feature = "emulate"))]
-        if self.fault == Some(Fault::PlainCreate) {
-            options.create_new(false).create(true).truncate(true);
-        }
-        // The owner's directory of claims is made by the first claim.
-        let mut opened = options.open(&path);
-        if let (Err(e), Some(dir)) = (&opened, path.parent())
-            && e.kind() == io::ErrorKind::NotFound
-        {
-            match fs::create_dir(dir) {
-                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
-                    return Err(Error::io(dir, e));
-                }
-                _ => opened = options.open(&path),
-            }
-        }
-        let mut file = match opened {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(Claimed::Lost),
-            Err(e) => return Err(Error::io(&path, e)),
+        let mut claimed = self.claim_all(std::slice::from_ref(claim));
+        claimed
+            .pop()
+            .unwrap_or_else(|| Err(Error::Internal("a claim without result".into())))
+    }
+
+    /// Each create in a thread of its own, so that they wait together.
+    fn claim_all(&mut self, claims: &[Claim]) -> Vec<Result<Claimed>> {
+        self.ops += claims.len() as u64;
+        let (dir, plain) = (&self.dir, self.plain_create());
+        let sent: Vec<_> = (claims.iter())
+            .map(|c| (c, self.latency_of(Some(c.owner))))
+            .collect();
+        let one = |(c, d): (&Claim, Duration)| {
+            sleep_latency(d);
+            create_claim(dir, c, plain)
         };
-        // The create decided; the body only tells who and when.
-        if let Err(e) = file.write_all(format::encode(claim).as_bytes()) {
-            self.notes.push(format!(
-                "{}: claimed, but its body could not be written: {e}",
-                path.display()
-            ));
-        }
-        Ok(Claimed::Won)
+        let created: Vec<_> = match sent.len() {
+            0 | 1 => sent.into_iter().map(one).collect(),
+            _ => thread::scope(|scope| {
+                let threads: Vec<_> = (sent.into_iter())
+                    .map(|s| scope.spawn(move || one(s)))
+                    .collect();
+                (threads.into_iter())
+                    .map(|t| {
+                        t.join().unwrap_or_else(|_| {
+                            (
+                                Err(Error::Internal("a claim's thread panicked".into())),
+                                None,
+                            )
+                        })
+                    })
+                    .collect()
+            }),
+        };
+        (created.into_iter())
+            .map(|(claimed, note)| {
+                self.notes.extend(note);
+                claimed
+            })
+            .collect()
     }
 
     fn probe(&mut self, owner: usize, slot: &Slot) -> Result<Probe> {
@@ -619,152 +676,4 @@ impl Board for FileBoard {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::{Entry, Post};
-
-    fn temp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("soslb-file-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        dir
-    }
-
-    fn job(dir: &Path) {
-        let info = JobInfo {
-            job_id: "t".into(),
-            total: 100,
-            ranks: 3,
-            start: String::new(),
-            config_digest: 0,
-        };
-        create_job(dir, &info).unwrap();
-    }
-
-    fn claim(by: usize, slot: &Slot) -> Claim {
-        Claim {
-            owner: 0,
-            slot: slot.clone(),
-            by,
-            at: 1.0,
-            speed: 10.0,
-            busy_for: 0.0,
-            steal_cost: 0.0,
-        }
-    }
-
-    fn open_sos(slots: Vec<Slot>) -> Sos {
-        Sos {
-            rank: 0,
-            seq: 1,
-            state: SosState::Open(Post {
-                speed: 1.0,
-                remaining: 10,
-                forecast: 20.0,
-                host: "h".into(),
-                site: "s".into(),
-                opened_at: 0.0,
-                at: 0.0,
-                slots,
-                helped: Vec::new(),
-            }),
-        }
-    }
-
-    #[test]
-    fn one_claim_of_a_slot_wins_and_every_other_loses() {
-        let dir = temp("claim");
-        job(&dir);
-        let slot = Slot {
-            seq: 1,
-            index: 0,
-            start: 0,
-            end: 5,
-        };
-        let mut a = FileBoard::open(&dir, 1).unwrap();
-        let mut b = FileBoard::open(&dir, 2).unwrap();
-        assert_eq!(a.probe(0, &slot).unwrap(), Probe::Free);
-        assert_eq!(a.claim(&claim(1, &slot)).unwrap(), Claimed::Won);
-        assert_eq!(b.claim(&claim(2, &slot)).unwrap(), Claimed::Lost);
-        assert_eq!(
-            b.probe(0, &slot).unwrap(),
-            Probe::Taken(Some(claim(1, &slot)))
-        );
-        // With the fault, the second create "wins" too: what the property
-        // test of the protocol must catch.
-        let mut c = FileBoard::open(&dir, 0)
-            .unwrap()
-            .with_fault(Fault::PlainCreate);
-        assert_eq!(c.claim(&claim(0, &slot)).unwrap(), Claimed::Won);
-        assert_eq!(a.ops() + b.ops(), 4);
-        fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn sos_and_index_are_replaced_whole_and_damage_is_named() {
-        let dir = temp("replace");
-        job(&dir);
-        let mut b = FileBoard::open(&dir, 0).unwrap();
-        assert_eq!(b.read_sos(0).unwrap(), None);
-        let slots = crate::protocol::cut(&crate::ids::IdSet::from_range(0..10), 1, 0, &[5]);
-        let sos = open_sos(slots);
-        b.post(&sos).unwrap();
-        assert_eq!(b.read_sos(0).unwrap(), Some(sos.clone()));
-        // Two reads, and the post: written aside, renamed.
-        assert_eq!(b.ops(), 4);
-        // Garbage: an error naming the file.
-        fs::write(b.sos_path(0), "garbage").unwrap();
-        let e = b.read_sos(0).unwrap_err().to_string();
-        assert!(e.contains("sos/0.ron"), "{e}");
-        // Another rank's SOS under this name.
-        let mut other = sos.clone();
-        other.rank = 2;
-        fs::write(b.sos_path(0), format::encode(&other)).unwrap();
-        assert!(b.read_sos(0).unwrap_err().to_string().contains("rank 2"));
-        // A directory in the way: moved aside at the next post, and noted.
-        fs::remove_file(b.sos_path(0)).unwrap();
-        fs::create_dir(b.sos_path(0)).unwrap();
-        assert!(b.read_sos(0).unwrap_err().to_string().contains("directory"));
-        b.post(&sos).unwrap();
-        assert_eq!(b.read_sos(0).unwrap(), Some(sos));
-        let notes = b.take_notes();
-        assert!(
-            notes.len() == 1 && notes[0].contains("moved aside"),
-            "{notes:?}"
-        );
-        // The index: empty at first, then whole.
-        assert!(b.read_index().unwrap().entries.is_empty());
-        let mut ix = Index::default();
-        ix.upsert(&Entry {
-            rank: 0,
-            seq: 1,
-            forecast: 2.0,
-            opened_at: 1.0,
-            speed: 3.0,
-        });
-        b.write_index(&ix).unwrap();
-        assert_eq!(b.read_index().unwrap(), ix);
-        fs::write(b.index_path(), "").unwrap();
-        assert!(b.read_index().unwrap_err().to_string().contains("open.ron"));
-        fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_second_job_in_the_same_directory_is_refused() {
-        let dir = temp("stale");
-        job(&dir);
-        let e = create_job(
-            &dir,
-            &JobInfo {
-                job_id: "u".into(),
-                total: 1,
-                ranks: 1,
-                start: String::new(),
-                config_digest: 0,
-            },
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("already exists") && e.contains("job `t`"), "{e}");
-        fs::remove_dir_all(&dir).unwrap();
-    }
-}
+mod tests;

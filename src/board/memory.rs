@@ -69,6 +69,9 @@ struct Clock {
     delay: f64,
     /// The extra seconds operations on farther ranks' files took.
     extra: f64,
+    /// Operations that overlapped an earlier one of the same call
+    /// ([`Board::claim_all`]): they took no time of their own.
+    overlapped: u64,
 }
 
 /// One rank's handle on a board shared in memory.
@@ -116,6 +119,7 @@ impl MemoryBoard {
             at: now,
             delay,
             extra: 0.0,
+            overlapped: 0,
         });
     }
 
@@ -123,6 +127,12 @@ impl MemoryBoard {
     /// ranks' files beyond the latency of each operation.
     pub fn extra(&self) -> f64 {
         self.clock.map_or(0.0, |c| c.extra)
+    }
+
+    /// Operations since [`MemoryBoard::set_clock`] that overlapped an
+    /// earlier one and took no time of their own.
+    pub fn overlapped(&self) -> u64 {
+        self.clock.map_or(0, |c| c.overlapped)
     }
 
     /// Count an operation on the files of `owner`'s SOS (`None`: the index);
@@ -192,6 +202,30 @@ impl Board for MemoryBoard {
         }
         shared.claims.insert(key, (t, claim.clone()));
         Ok(Claimed::Won)
+    }
+
+    /// The claims start together and each is dated by its own latency;
+    /// the call goes on when the last one ends.
+    fn claim_all(&mut self, claims: &[Claim]) -> Vec<Result<Claimed>> {
+        let Some(start) = self.clock else {
+            return claims.iter().map(|c| self.claim(c)).collect();
+        };
+        let (mut end, mut extra) = (start.at, start.extra);
+        let claimed = (claims.iter())
+            .map(|c| {
+                let claimed = self.claim(c);
+                let clock = self.clock.as_mut().expect("set above");
+                end = end.max(clock.at);
+                extra = extra.max(clock.extra);
+                (clock.at, clock.extra) = (start.at, start.extra);
+                claimed
+            })
+            .collect();
+        if let Some(clock) = &mut self.clock {
+            (clock.at, clock.extra) = (end, extra);
+            clock.overlapped += (claims.len() as u64).saturating_sub(1);
+        }
+        claimed
     }
 
     fn probe(&mut self, owner: usize, slot: &Slot) -> Result<Probe> {
@@ -326,6 +360,42 @@ mod tests {
             "the create ends at 2.1 s"
         );
         assert_eq!(c.claim(&claim).unwrap(), Claimed::Lost);
+    }
+
+    /// Claims sent together are each an operation, all dated one latency
+    /// after they were sent; the call goes on from then.
+    #[test]
+    fn claims_sent_together_end_together() {
+        let mut a = MemoryBoard::new();
+        let mut b = a.clone();
+        let claims: Vec<Claim> = (0..3)
+            .map(|i| Claim {
+                owner: 0,
+                slot: Slot {
+                    seq: 1,
+                    index: i,
+                    start: 3 * u64::from(i),
+                    end: 3 * u64::from(i) + 3,
+                },
+                by: 0,
+                at: 0.0,
+                speed: 1.0,
+                busy_for: 0.0,
+                steal_cost: 0.0,
+            })
+            .collect();
+        a.set_clock(0, 0.0, 0.1);
+        let claimed: Vec<Claimed> = (a.claim_all(&claims).into_iter())
+            .map(|c| c.unwrap())
+            .collect();
+        assert_eq!(claimed, [Claimed::Won; 3]);
+        assert_eq!((a.ops(), a.overlapped()), (3, 2));
+        b.set_clock(1, 0.0, 0.1);
+        assert_eq!(b.claimed(0).unwrap().len(), 3, "all three end at 0.1 s");
+        let lost: Vec<Claimed> = (b.claim_all(&claims[1..]).into_iter())
+            .map(|c| c.unwrap())
+            .collect();
+        assert_eq!(lost, [Claimed::Lost; 2]);
     }
 
     #[test]

@@ -24,7 +24,11 @@
 //! listing of a directory. A post is a write aside and a rename; a steal is
 //! a read of the index (or of the host's copy of it, node-local and not
 //! counted), a read of the SOS and a claim (a listing of the owner's claims
-//! after a lost one).
+//! after a lost one). Claims may be sent together ([`Board::claim_all`]):
+//! each is still an operation, but they wait for the file server once, as
+//! an NFS client's requests in flight do; an owner claiming several of its
+//! slots (its front, or all it keeps before it cuts its tail anew) waits
+//! one round trip, not one per slot.
 //!
 //! # The boards of a run
 //!
@@ -105,6 +109,14 @@ pub trait Board {
     /// exclusive create of its claim name. [`Claimed::Lost`] means another
     /// rank claimed it first; any other failure is an error naming the file.
     fn claim(&mut self, claim: &Claim) -> Result<Claimed>;
+
+    /// [`Board::claim`] each of `claims`, sent together: every create is
+    /// still exclusive and counts as an operation, but they wait for the
+    /// storage once, not once each (an NFS client keeps several requests in
+    /// flight). The results are in the order of `claims`.
+    fn claim_all(&mut self, claims: &[Claim]) -> Vec<Result<Claimed>> {
+        claims.iter().map(|c| self.claim(c)).collect()
+    }
 
     /// Whether `slot` of `owner`'s SOS is claimed, and by whom.
     fn probe(&mut self, owner: usize, slot: &Slot) -> Result<Probe>;

@@ -1,0 +1,149 @@
+//! The file board's own tests: claims, damage, the host's copy.
+
+use super::*;
+use crate::protocol::{Entry, Post};
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("soslb-file-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    dir
+}
+
+fn job(dir: &Path) {
+    let info = JobInfo {
+        job_id: "t".into(),
+        total: 100,
+        ranks: 3,
+        start: String::new(),
+        config_digest: 0,
+    };
+    create_job(dir, &info).unwrap();
+}
+
+fn claim(by: usize, slot: &Slot) -> Claim {
+    Claim {
+        owner: 0,
+        slot: slot.clone(),
+        by,
+        at: 1.0,
+        speed: 10.0,
+        busy_for: 0.0,
+        steal_cost: 0.0,
+    }
+}
+
+fn open_sos(slots: Vec<Slot>) -> Sos {
+    Sos {
+        rank: 0,
+        seq: 1,
+        state: SosState::Open(Post {
+            speed: 1.0,
+            remaining: 10,
+            forecast: 20.0,
+            host: "h".into(),
+            site: "s".into(),
+            opened_at: 0.0,
+            at: 0.0,
+            slots,
+            helped: Vec::new(),
+        }),
+    }
+}
+
+#[test]
+fn one_claim_of_a_slot_wins_and_every_other_loses() {
+    let dir = temp("claim");
+    job(&dir);
+    let slot = Slot {
+        seq: 1,
+        index: 0,
+        start: 0,
+        end: 5,
+    };
+    let mut a = FileBoard::open(&dir, 1).unwrap();
+    let mut b = FileBoard::open(&dir, 2).unwrap();
+    assert_eq!(a.probe(0, &slot).unwrap(), Probe::Free);
+    assert_eq!(a.claim(&claim(1, &slot)).unwrap(), Claimed::Won);
+    assert_eq!(b.claim(&claim(2, &slot)).unwrap(), Claimed::Lost);
+    assert_eq!(
+        b.probe(0, &slot).unwrap(),
+        Probe::Taken(Some(claim(1, &slot)))
+    );
+    // With the fault, the second create "wins" too: what the property
+    // test of the protocol must catch.
+    let mut c = FileBoard::open(&dir, 0)
+        .unwrap()
+        .with_fault(Fault::PlainCreate);
+    assert_eq!(c.claim(&claim(0, &slot)).unwrap(), Claimed::Won);
+    assert_eq!(a.ops() + b.ops(), 4);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sos_and_index_are_replaced_whole_and_damage_is_named() {
+    let dir = temp("replace");
+    job(&dir);
+    let mut b = FileBoard::open(&dir, 0).unwrap();
+    assert_eq!(b.read_sos(0).unwrap(), None);
+    let slots = crate::protocol::cut(&crate::ids::IdSet::from_range(0..10), 1, 0, &[5]);
+    let sos = open_sos(slots);
+    b.post(&sos).unwrap();
+    assert_eq!(b.read_sos(0).unwrap(), Some(sos.clone()));
+    // Two reads, and the post: written aside, renamed.
+    assert_eq!(b.ops(), 4);
+    // Garbage: an error naming the file.
+    fs::write(b.sos_path(0), "garbage").unwrap();
+    let e = b.read_sos(0).unwrap_err().to_string();
+    assert!(e.contains("sos/0.ron"), "{e}");
+    // Another rank's SOS under this name.
+    let mut other = sos.clone();
+    other.rank = 2;
+    fs::write(b.sos_path(0), format::encode(&other)).unwrap();
+    assert!(b.read_sos(0).unwrap_err().to_string().contains("rank 2"));
+    // A directory in the way: moved aside at the next post, and noted.
+    fs::remove_file(b.sos_path(0)).unwrap();
+    fs::create_dir(b.sos_path(0)).unwrap();
+    assert!(b.read_sos(0).unwrap_err().to_string().contains("directory"));
+    b.post(&sos).unwrap();
+    assert_eq!(b.read_sos(0).unwrap(), Some(sos));
+    let notes = b.take_notes();
+    assert!(
+        notes.len() == 1 && notes[0].contains("moved aside"),
+        "{notes:?}"
+    );
+    // The index: empty at first, then whole.
+    assert!(b.read_index().unwrap().entries.is_empty());
+    let mut ix = Index::default();
+    ix.upsert(&Entry {
+        rank: 0,
+        seq: 1,
+        forecast: 2.0,
+        opened_at: 1.0,
+        speed: 3.0,
+    });
+    b.write_index(&ix).unwrap();
+    assert_eq!(b.read_index().unwrap(), ix);
+    fs::write(b.index_path(), "").unwrap();
+    assert!(b.read_index().unwrap_err().to_string().contains("open.ron"));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_second_job_in_the_same_directory_is_refused() {
+    let dir = temp("stale");
+    job(&dir);
+    let e = create_job(
+        &dir,
+        &JobInfo {
+            job_id: "u".into(),
+            total: 1,
+            ranks: 1,
+            start: String::new(),
+            config_digest: 0,
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("already exists") && e.contains("job `t`"), "{e}");
+    fs::remove_dir_all(&dir).unwrap();
+}
