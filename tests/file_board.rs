@@ -164,6 +164,7 @@ fn racing_claims_take_every_id_once_on_slow_storage() {
 fn racing_claims_sent_together_take_every_id_once() {
     race(7, Duration::ZERO, 5);
     race(3, Duration::from_millis(2), 4);
+    race(2, Duration::ZERO, 40);
 }
 
 #[test]

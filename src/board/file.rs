@@ -95,6 +95,10 @@ fn claim_path(dir: &Path, owner: usize, slot: &Slot) -> PathBuf {
     dir.join("aid").join(slot.claim_name(owner))
 }
 
+/// Claims sent at once at most: the RPC slots an NFS client has had in
+/// flight by default.
+const IN_FLIGHT: usize = 16;
+
 /// Sleep an emulated latency (none in a build without emulation).
 fn sleep_latency(d: Duration) {
     if !d.is_zero() {
@@ -585,23 +589,20 @@ impl Board for FileBoard {
             sleep_latency(d);
             create_claim(dir, c, plain)
         };
+        let in_threads = |batch: &[(&Claim, Duration)]| {
+            thread::scope(|scope| {
+                let threads: Vec<_> = (batch.iter())
+                    .map(|&s| scope.spawn(move || one(s)))
+                    .collect();
+                let panicked = || Err(Error::Internal("a claim's thread panicked".into()));
+                (threads.into_iter())
+                    .map(|t| t.join().unwrap_or_else(|_| (panicked(), None)))
+                    .collect::<Vec<_>>()
+            })
+        };
         let created: Vec<_> = match sent.len() {
             0 | 1 => sent.into_iter().map(one).collect(),
-            _ => thread::scope(|scope| {
-                let threads: Vec<_> = (sent.into_iter())
-                    .map(|s| scope.spawn(move || one(s)))
-                    .collect();
-                (threads.into_iter())
-                    .map(|t| {
-                        t.join().unwrap_or_else(|_| {
-                            (
-                                Err(Error::Internal("a claim's thread panicked".into())),
-                                None,
-                            )
-                        })
-                    })
-                    .collect()
-            }),
+            _ => sent.chunks(IN_FLIGHT).flat_map(in_threads).collect(),
         };
         (created.into_iter())
             .map(|(claimed, note)| {
