@@ -17,8 +17,9 @@
 //! a post writes the SOS aside and renames it, then reads, writes aside,
 //! renames and reads back the index; a refresh looks at the back slot's
 //! claim and writes the SOS aside and renames it; a claim is one exclusive
-//! create; a steal reads the index and an SOS and claims. The rank never
-//! waits for these: its clerk makes them while it computes.
+//! create (an owner's claims of its own slots go together and take one
+//! claim's time); a steal reads the index and an SOS and claims. The rank
+//! never waits for these: its clerk makes them while it computes.
 //!
 //! From these:
 //!

@@ -4,9 +4,10 @@
 //! property tests and for exploring policies and parameters.
 //!
 //! A rank's request is carried out when the rank makes it, its storage
-//! operations dated one after another from then ([`MemoryBoard::set_clock`]):
-//! what it writes shows to other ranks from its operation's date, and its
-//! reply comes when its last operation ends. Two claims of one slot are
+//! operations dated one after another from then ([`MemoryBoard::set_clock`]),
+//! except claims sent together, which end together: what it writes shows to
+//! other ranks from its operation's date, and its reply comes when its last
+//! operation ends. Two claims of one slot are
 //! decided in the order of the requests, not of the creates' dates.
 //!
 //! ```
