@@ -6,9 +6,10 @@
 # usage: scripts/slurm.sh start|stop|status|env
 #
 #   start    install what is missing (slurm-wlm, slurmdbd, munge,
-#            mariadb-server-core, mariadb-client-core), write the configuration (the node's real
-#            CPUs and memory from `slurmd -C`, oversubscription allowed), start
-#            the daemons and wait until the node is idle
+#            mariadb-server-core, mariadb-client-core), write the
+#            configuration (the node's real CPUs and memory from `slurmd -C`,
+#            oversubscription allowed), start the daemons and wait until the
+#            node is idle
 #   stop     cancel every job, stop the daemons, check that none is left
 #   status   sinfo and squeue, or say that it is not running
 #   env      the line to source for the Slurm commands:
