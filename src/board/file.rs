@@ -589,14 +589,22 @@ impl Board for FileBoard {
             sleep_latency(d);
             create_claim(dir, c, plain)
         };
+        // A thread the system refuses (a node's process limit) leaves its
+        // claim to this one, after the others.
         let in_threads = |batch: &[(&Claim, Duration)]| {
             thread::scope(|scope| {
                 let threads: Vec<_> = (batch.iter())
-                    .map(|&s| scope.spawn(move || one(s)))
+                    .map(|&s| {
+                        let spawned = thread::Builder::new().spawn_scoped(scope, move || one(s));
+                        spawned.map_err(|_| s)
+                    })
                     .collect();
                 let panicked = || Err(Error::Internal("a claim's thread panicked".into()));
                 (threads.into_iter())
-                    .map(|t| t.join().unwrap_or_else(|_| (panicked(), None)))
+                    .map(|t| match t {
+                        Ok(t) => t.join().unwrap_or_else(|_| (panicked(), None)),
+                        Err(s) => one(s),
+                    })
                     .collect::<Vec<_>>()
             })
         };
