@@ -214,10 +214,10 @@ impl Board for MemoryBoard {
         let claimed = (claims.iter())
             .map(|c| {
                 let claimed = self.claim(c);
-                let clock = self.clock.as_mut().expect("set above");
-                end = end.max(clock.at);
-                extra = extra.max(clock.extra);
-                (clock.at, clock.extra) = (start.at, start.extra);
+                if let Some(clock) = &mut self.clock {
+                    (end, extra) = (end.max(clock.at), extra.max(clock.extra));
+                    (clock.at, clock.extra) = (start.at, start.extra);
+                }
                 claimed
             })
             .collect();

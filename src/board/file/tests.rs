@@ -1,4 +1,5 @@
-//! The file board's own tests: claims, damage, the host's copy.
+//! The file board's own tests: one claim wins, damaged files are named,
+//! a job directory is made once.
 
 use super::*;
 use crate::protocol::{Entry, Post};
