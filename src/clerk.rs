@@ -36,7 +36,8 @@ pub struct Clerk {
     me: usize,
     params: Params,
     topology: Topology,
-    /// The host's copy of the open index failed once: not used any more.
+    /// The host's directory beside the shared board (its copy of the open
+    /// index, its ranks' wanted changes) failed once: not used any more.
     host_copy_broken: bool,
     /// Claims the current request may still read ([`Clerk::claimant`]).
     reads_left: usize,
@@ -307,13 +308,30 @@ impl Clerk {
     /// change it, replace it, and read it again. Owners that do so at once
     /// undo each other's change: the read after the write sees it, and the
     /// change is made again ([`TRIES`] times at most; the index is a
-    /// hint, and each owner lists itself again at its refresh). An index
-    /// that cannot be read is replaced. True when it lists what it should.
+    /// hint, and each owner lists itself again at its refresh). Each write
+    /// makes the changes its host's other ranks want too
+    /// ([`Board::wanted`]): the ranks of a host that move at once list one
+    /// another. An index that cannot be read is replaced. True when it
+    /// lists what it should.
     fn list(&mut self, entry: Option<&Entry>, board: &mut dyn Board) -> bool {
+        let (me, host) = (self.me, self.topology.host(self.me).to_string());
+        let change = |index: &mut Index, rank: usize, want: Option<&Entry>| match want {
+            Some(e) => index.upsert(e),
+            None => index.remove(rank),
+        };
         for _ in 0..TRIES {
             if self.over() {
                 return false;
             }
+            // What this rank wants is left even when it writes nothing: a
+            // host-mate's write must not list an SOS it withdrew.
+            let wanted = match self.host_copy_broken {
+                true => Vec::new(),
+                false => board.wanted(&host, me, entry).unwrap_or_else(|e| {
+                    self.host_copy_failed(e);
+                    Vec::new()
+                }),
+            };
             let mut index = match board.read_index() {
                 Ok(ix) => ix,
                 Err(e) => {
@@ -321,12 +339,11 @@ impl Clerk {
                     Index::default()
                 }
             };
-            let changed = match entry {
-                Some(e) => index.upsert(e),
-                None => index.remove(self.me),
-            };
-            if !changed {
+            if !change(&mut index, me, entry) {
                 return true;
+            }
+            for (rank, want) in wanted.iter().filter(|w| w.0 != me) {
+                change(&mut index, *rank, want.as_ref());
             }
             if let Err(e) = board.write_index(&index) {
                 self.note(e, "the open index");
@@ -587,7 +604,7 @@ impl Clerk {
         self.host_copy_broken = true;
         self.note(
             e,
-            "the host's copy of the open index; reading the shared one",
+            "the host's directory beside the shared board; the shared one alone from now on",
         );
     }
 

@@ -367,6 +367,117 @@ fn a_host_copy_of_the_index_is_read_by_the_other_ranks_of_the_host() {
     assert_eq!(none.read_host_index("n1").unwrap(), None);
 }
 
+/// What each rank of a host wants the index to say of it is kept beside
+/// the host's copy of the index, node-local, and every rank of the host sees
+/// the latest of each.
+#[test]
+fn the_ranks_of_a_host_see_what_each_wants_the_index_to_say() {
+    let job = TempJob::new();
+    let copies = job.path().join("local");
+    let [mut a, mut b, mut c] = [0, 1, 2].map(|me| job.open(me).with_host_dir(&copies));
+    assert_eq!(
+        a.wanted("n1", 0, Some(&entry(0))).unwrap(),
+        [(0, Some(entry(0)))]
+    );
+    c.wanted("n2", 2, Some(&entry(2))).unwrap();
+    let mut seen = b.wanted("n1", 1, None).unwrap();
+    seen.sort_by_key(|w| w.0);
+    assert_eq!(seen, [(0, Some(entry(0))), (1, None)]);
+    a.wanted("n1", 0, None).unwrap();
+    let mut seen = b.wanted("n1", 1, None).unwrap();
+    seen.sort_by_key(|w| w.0);
+    assert_eq!(seen, [(0, None), (1, None)]);
+    assert_eq!((a.ops(), b.ops(), c.ops()), (0, 0, 0), "node-local");
+    // Without a host directory: its own alone.
+    assert_eq!(job.open(3).wanted("n1", 3, None).unwrap(), [(3, None)]);
+}
+
+/// The ranks of a host that list their SOS at once do not undo one another:
+/// each leaves what it wants the index to say beside the host's copy of it
+/// (node-local, no storage operation), and a rank that writes the index
+/// makes its host-mates' changes too.
+#[test]
+fn a_rank_that_writes_the_index_lists_its_host_mates_too() {
+    use soslb::clerk::Clerk;
+    use soslb::policy::{Params, Rank, Request};
+    use soslb::protocol::Level;
+    use soslb::topology::{Sites, Topology};
+    let job = TempJob::new();
+    let copies = job.path().join("local");
+    let topology = Topology::new(vec!["n1".into(); 2], &Sites::Single);
+    let params = Params::from(&soslb::Config::default());
+    let mut boards = [0, 1].map(|me| job.open(me).with_host_dir(&copies));
+    let mut clerks =
+        [0, 1].map(|me| Clerk::new(&Rank::new(me, 1000, params.clone(), topology.clone())));
+    let post = |me: usize| Request::Post {
+        entry: entry(me),
+        sos: open_sos(me, 1, cut(&IdSet::from_range(0..10), 1, 0, &[])),
+        level: Level::Shared,
+    };
+    let listed = |board: &mut FileBoard| -> Vec<usize> {
+        let index = board.read_index().unwrap();
+        let mut ranks: Vec<usize> = index.entries.iter().map(|e| e.rank).collect();
+        ranks.sort();
+        ranks
+    };
+    clerks[0].serve(post(0), &mut boards[0]);
+    assert_eq!(listed(&mut boards[0]), [0]);
+    // A host-mate that read the index before rank 0 listed itself, and
+    // writes it after, undoes rank 0's change.
+    boards[1].write_index(&Index::default()).unwrap();
+    clerks[1].serve(post(1), &mut boards[1]);
+    assert_eq!(
+        listed(&mut boards[1]),
+        [0, 1],
+        "rank 1's listing makes rank 0's change too"
+    );
+    // A rank that withdraws is taken out by its host-mates' writes as well,
+    // but only a rank that changes its own entry writes.
+    let withdraw = || Request::Withdraw {
+        level: Level::Shared,
+        seq: 1,
+    };
+    clerks[0].serve(withdraw(), &mut boards[0]);
+    let mut index = Index::default();
+    index.upsert(&entry(0));
+    index.upsert(&entry(1));
+    boards[1].write_index(&index).unwrap();
+    clerks[1].serve(post(1), &mut boards[1]);
+    assert_eq!(
+        listed(&mut boards[1]),
+        [0, 1],
+        "rank 1 had nothing to change"
+    );
+    let Request::Post {
+        entry: mut moved,
+        sos,
+        level,
+    } = post(1)
+    else {
+        unreachable!()
+    };
+    moved.forecast += 1.0;
+    let repost = Request::Post {
+        entry: moved,
+        sos,
+        level,
+    };
+    clerks[1].serve(repost, &mut boards[1]);
+    assert_eq!(listed(&mut boards[1]), [1]);
+    // A withdrawal that finds itself unlisted already (a lost update) still
+    // tells the host: a host-mate's next write does not list it again.
+    clerks[0].serve(post(0), &mut boards[0]);
+    let mut index = Index::default();
+    index.upsert(&Entry {
+        forecast: 0.0,
+        ..entry(1)
+    });
+    boards[1].write_index(&index).unwrap();
+    clerks[0].serve(withdraw(), &mut boards[0]);
+    clerks[1].serve(post(1), &mut boards[1]);
+    assert_eq!(listed(&mut boards[1]), [1]);
+}
+
 /// A host's copy that cannot be written or read (its directory is a file)
 /// is an error naming the copy (the rank then reads the shared index).
 #[test]

@@ -35,7 +35,11 @@
 //!
 //! - Each file has one writer. The index has many: each owner lists itself,
 //!   reads the index back and lists itself again if a concurrent writer
-//!   undid it ([`crate::clerk`]).
+//!   undid it ([`crate::clerk`]). A write makes the changes the owner's
+//!   host-mates want too, which they leave in node-local files beside the
+//!   host's copy of the index (`<host>.wanted/<rank>.ron`,
+//!   [`Board::wanted`]): the ranks of a host move together, and would
+//!   otherwise undo one another.
 //! - Damage is reported with the path and got round: garbage or an empty
 //!   body in an SOS file or `open.ron`, a stale copy renamed over one, a
 //!   directory in its place (the owner writes it anew at its next refresh).
@@ -52,9 +56,9 @@
 //!   whole run directory stays, for a post-mortem.
 
 use super::format::{self, Decoded};
-use super::{Board, Claimed, Probe};
+use super::{Board, Claimed, Probe, Wanted};
 use crate::error::{Error, Result};
-use crate::protocol::{Claim, Index, Slot, Sos, SosState};
+use crate::protocol::{Claim, Entry, Index, Slot, Sos, SosState};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, OpenOptions};
@@ -677,6 +681,40 @@ impl Board for FileBoard {
         fs::write(&aside, format::encode(&copy))
             .and_then(|()| fs::rename(&aside, &path))
             .map_err(|e| Error::io(&path, e))
+    }
+
+    fn wanted(&mut self, host: &str, me: usize, want: Option<&Entry>) -> Result<Wanted> {
+        let Some(dir) = self
+            .host_copy_path(host)
+            .map(|p| p.with_extension("wanted"))
+        else {
+            return Ok(vec![(me, want.cloned())]);
+        };
+        self.host_dir_ready(true)?;
+        super::node::make(&dir);
+        let path = dir.join(format!("{me}.ron"));
+        let aside = dir.join(format!("{me}.new"));
+        fs::write(&aside, format::encode(&want))
+            .and_then(|()| fs::rename(&aside, &path))
+            .map_err(|e| Error::io(&path, e))?;
+        let mut wanted = vec![(me, want.cloned())];
+        // A host-mate's file that cannot be read is skipped: its rank
+        // lists itself, and writes the file anew at its next listing.
+        for f in fs::read_dir(&dir)
+            .map_err(|e| Error::io(&dir, e))?
+            .flatten()
+        {
+            let name = f.file_name().to_string_lossy().into_owned();
+            let Some(rank) = name.strip_suffix(".ron").and_then(|r| r.parse().ok()) else {
+                continue;
+            };
+            if rank != me
+                && let Ok(Some(w)) = read_body::<Option<Entry>>(&f.path())
+            {
+                wanted.push((rank, w));
+            }
+        }
+        Ok(wanted)
     }
 
     fn ops(&self) -> u64 {

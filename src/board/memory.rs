@@ -12,9 +12,9 @@
 //! file board. Two claims of one slot are still decided in the order of
 //! the calls (the first call wins, whatever the dates of the creates).
 
-use super::{Board, Claimed, Probe};
+use super::{Board, Claimed, Probe, Wanted};
 use crate::error::{Error, Result};
-use crate::protocol::{Claim, Index, Slot, Sos};
+use crate::protocol::{Claim, Entry, Index, Slot, Sos};
 use crate::topology::Topology;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -54,6 +54,8 @@ struct Shared {
     claims: HashMap<(usize, u64, u32), (f64, Claim)>,
     index: Dated<Index>,
     host_index: HashMap<String, (Index, f64)>,
+    /// What each rank of a host wants the index to say of it.
+    wanted: HashMap<String, BTreeMap<usize, Option<Entry>>>,
 }
 
 /// The clock of the calls of one rank ([`MemoryBoard::set_clock`]).
@@ -267,6 +269,13 @@ impl Board for MemoryBoard {
         let copy = (index.clone(), at);
         lock(&self.shared).host_index.insert(host.to_string(), copy);
         Ok(())
+    }
+
+    fn wanted(&mut self, host: &str, me: usize, want: Option<&Entry>) -> Result<Wanted> {
+        let mut shared = lock(&self.shared);
+        let host = shared.wanted.entry(host.to_string()).or_default();
+        host.insert(me, want.cloned());
+        Ok(host.iter().map(|(r, w)| (*r, w.clone())).collect())
     }
 
     fn ops(&self) -> u64 {

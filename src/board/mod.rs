@@ -64,7 +64,11 @@
 //! ([`crate::resume`]).
 
 use crate::error::Result;
-use crate::protocol::{Claim, Index, Slot, Sos};
+use crate::protocol::{Claim, Entry, Index, Slot, Sos};
+
+/// What each rank of a host wants the open index to say of it
+/// ([`Board::wanted`]).
+pub type Wanted = Vec<(usize, Option<Entry>)>;
 
 pub mod file;
 pub mod format;
@@ -142,6 +146,17 @@ pub trait Board {
     /// `host`, which read this copy instead while it is fresh (DESIGN §6).
     /// Not counted in [`Board::ops`].
     fn write_host_index(&mut self, host: &str, index: &Index, at: f64) -> Result<()>;
+
+    /// Leave what rank `me` wants the open index to say of it (`want`: its
+    /// entry, or `None`: not listed) for the other ranks of `host`, and
+    /// return what each rank of the host left, its own included: a rank that
+    /// rewrites the index makes every change of its host, so that the ranks
+    /// of a host that post at once do not undo one another. Node-local: not
+    /// counted in [`Board::ops`]; a board without a host directory keeps
+    /// `me`'s alone.
+    fn wanted(&mut self, _host: &str, me: usize, want: Option<&Entry>) -> Result<Wanted> {
+        Ok(vec![(me, want.cloned())])
+    }
 
     /// Storage operations done so far through this handle.
     fn ops(&self) -> u64;

@@ -26,6 +26,11 @@
 //! ranks read the copy while it is less than half their poll old, so that
 //! the file server sees about two reads of the index per host and poll, not
 //! one per rank. A rank a watcher woke reads the shared index.
+//!
+//! Beside the copy, `<host>.wanted/<rank>.ron` holds what each rank of the
+//! host wants the shared index to say of it (its entry, or none): a rank
+//! that rewrites the shared index makes every one of these changes
+//! ([`crate::board::Board::wanted`]).
 
 use super::fs::is_shared_fs;
 use fs2::FileExt;
