@@ -150,10 +150,10 @@ pub trait Board {
     /// Leave what rank `me` wants the open index to say of it (`want`: its
     /// entry, or `None`: not listed) for the other ranks of `host`, and
     /// return what each rank of the host left, its own included: a rank that
-    /// rewrites the index makes every change of its host, so that the ranks
-    /// of a host that post at once do not undo one another. Node-local: not
-    /// counted in [`Board::ops`]; a board without a host directory keeps
-    /// `me`'s alone.
+    /// rewrites the index for its own change makes its host-mates' too, so
+    /// that the ranks of a host that post at once do not undo one another.
+    /// Node-local: not counted in [`Board::ops`]; a board without a host
+    /// directory keeps `me`'s alone.
     fn wanted(&mut self, _host: &str, me: usize, want: Option<&Entry>) -> Result<Wanted> {
         Ok(vec![(me, want.cloned())])
     }

@@ -29,8 +29,8 @@
 //!
 //! Beside the copy, `<host>.wanted/<rank>.ron` holds what each rank of the
 //! host wants the shared index to say of it (its entry, or none): a rank
-//! that rewrites the shared index makes every one of these changes
-//! ([`crate::board::Board::wanted`]).
+//! that rewrites the shared index for its own change makes its host-mates'
+//! too ([`crate::board::Board::wanted`]).
 
 use super::fs::is_shared_fs;
 use fs2::FileExt;
