@@ -165,6 +165,15 @@ fn create_new<T: Serialize>(path: &Path, body: &T) -> Result<()> {
         })
 }
 
+/// Replace the node-local file at `path` with `body`, written aside by
+/// `rank` and renamed over it: no storage operation, no emulated latency.
+fn replace_local<T: Serialize>(path: &Path, body: &T, rank: usize) -> Result<()> {
+    let aside = path.with_extension(format!("{rank}.new"));
+    fs::write(&aside, format::encode(body))
+        .and_then(|()| fs::rename(&aside, path))
+        .map_err(|e| Error::io(path, e))
+}
+
 /// Read and decode the file at `path`: `None` when there is none.
 fn read_body<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
     let bytes = match fs::read(path) {
@@ -673,14 +682,11 @@ impl Board for FileBoard {
             return Ok(());
         };
         self.host_dir_ready(true)?;
-        let aside = path.with_extension(format!("{}.new", self.rank));
         let copy = HostCopy {
             read_at: at,
             index: index.clone(),
         };
-        fs::write(&aside, format::encode(&copy))
-            .and_then(|()| fs::rename(&aside, &path))
-            .map_err(|e| Error::io(&path, e))
+        replace_local(&path, &copy, self.rank)
     }
 
     fn wanted(&mut self, host: &str, me: usize, want: Option<&Entry>) -> Result<Wanted> {
@@ -692,11 +698,7 @@ impl Board for FileBoard {
         };
         self.host_dir_ready(true)?;
         super::node::make(&dir);
-        let path = dir.join(format!("{me}.ron"));
-        let aside = dir.join(format!("{me}.new"));
-        fs::write(&aside, format::encode(&want))
-            .and_then(|()| fs::rename(&aside, &path))
-            .map_err(|e| Error::io(&path, e))?;
+        replace_local(&dir.join(format!("{me}.ron")), &want, me)?;
         let mut wanted = vec![(me, want.cloned())];
         // A host-mate's file that cannot be read is skipped: its rank
         // lists itself, and writes the file anew at its next listing.
