@@ -149,17 +149,18 @@ impl Clerk {
         }
     }
 
-    /// Write the open SOS, then list it (neither after the verdict).
+    /// Write the open SOS and list it, the SOS in flight while the index
+    /// is rewritten (neither after the verdict).
     fn post(&mut self, entry: &Entry, sos: &Sos, board: &mut dyn Board) -> Outcome {
         if self.over() {
             return Outcome::NotPosted;
         }
-        if let Err(e) = board.post(sos) {
-            self.note(e, "this rank's SOS: not posted");
-            return Outcome::NotPosted;
-        }
-        Outcome::Posted {
-            listed: self.list(Some(entry), board),
+        match self.post_and_list(sos, Some(entry), board) {
+            Ok(listed) => Outcome::Posted { listed },
+            Err(e) => {
+                self.note(e, "this rank's SOS: not posted");
+                Outcome::NotPosted
+            }
         }
     }
 
@@ -205,10 +206,9 @@ impl Clerk {
                 .min(p.remaining);
             p.helped.extend(taken.iter().filter_map(|(_, c)| c.clone()));
         }
-        if let Err(e) = board.post(&sos) {
+        if let Err(e) = self.post_and_list(&sos, Some(entry), board) {
             self.note(e, "this rank's SOS");
         }
-        self.list(Some(entry), board);
         Outcome::Refreshed { won, taken }
     }
 
@@ -297,11 +297,24 @@ impl Clerk {
             seq,
             state: SosState::Closed,
         };
-        if let Err(e) = board.post(&closed) {
+        if let Err(e) = self.post_and_list(&closed, None, board) {
             self.note(e, "this rank's SOS");
         }
-        self.list(None, board);
         Outcome::Withdrawn
+    }
+
+    /// Write `sos` and make the index list `entry` (or no SOS of this
+    /// rank), the SOS in flight while the index is rewritten: whether the
+    /// index lists what it should, or why the SOS was not written.
+    fn post_and_list(
+        &mut self,
+        sos: &Sos,
+        entry: Option<&Entry>,
+        board: &mut dyn Board,
+    ) -> Result<bool> {
+        let sent = board.post_sent(sos);
+        let listed = self.list(entry, board);
+        sent.and_then(|()| board.landed()).map(|()| listed)
     }
 
     /// Make the index list `entry`, or no SOS of this rank: read it,

@@ -14,7 +14,7 @@
 //! interval.
 //!
 //! What the protocol's steps cost, in operations ([`OPS`], [`crate::board`]):
-//! a post writes the SOS aside and renames it, then reads, writes aside,
+//! a post writes the SOS aside and renames it while it reads, writes aside,
 //! renames and reads back the index; a refresh looks at the back slot's
 //! claim and writes the SOS aside and renames it; a claim is one exclusive
 //! create (an owner's claims of its own slots go together and take one

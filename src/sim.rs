@@ -595,10 +595,7 @@ impl<'a> Sim<'a> {
         let ops = board.ops();
         board.set_clock(i, now, self.storage.timed.unwrap_or(0.0));
         let reply = self.clerks[i].serve_on(request, board, host.map(|b| b as _));
-        let touched = board.ops() - ops;
-        let timed = touched - board.overlapped();
-        let seconds = timed as f64 * self.storage.timed.unwrap_or(0.0) + board.extra();
-        (reply, touched, seconds)
+        (reply, board.ops() - ops, board.elapsed())
     }
 
     /// A host transfer of `ids` from rank `from` at `now`: the message

@@ -295,6 +295,70 @@ fn operations_are_counted_alike_on_both_boards() {
     }
 }
 
+/// A post sent ahead lands while the index is read and rewritten: on the
+/// file board the caller waits for the index alone, on the memory board
+/// the post is dated from the call's start; both count the same operations.
+#[test]
+fn a_post_in_flight_waits_with_the_index_rewrite() {
+    let job = TempJob::new();
+    let d = Duration::from_millis(300);
+    let mut file = job.open(0).with_delay(d);
+    let sos = open_sos(0, 1, cut(&IdSet::from_range(0..10), 1, 0, &[5, 5]));
+    let mut ix = Index::default();
+    ix.upsert(&entry(0));
+    let t = Instant::now();
+    file.post_sent(&sos).unwrap();
+    assert!(
+        t.elapsed() < 2 * d,
+        "the post is in flight: {:?}",
+        t.elapsed()
+    );
+    file.read_index().unwrap();
+    file.write_index(&ix).unwrap();
+    file.landed().unwrap();
+    // One after another: five latencies; overlapped: the index's three.
+    assert!(t.elapsed() < d * 9 / 2, "{:?}", t.elapsed());
+    assert_eq!(file.ops(), 5);
+    assert_eq!(job.open(1).read_sos(0).unwrap(), Some(sos.clone()));
+
+    let mut memory = MemoryBoard::new();
+    let mut reader = memory.clone();
+    memory.set_clock(0, 0.0, 0.1);
+    memory.post_sent(&sos).unwrap();
+    memory.read_index().unwrap();
+    memory.write_index(&ix).unwrap();
+    memory.landed().unwrap();
+    assert!(
+        (memory.elapsed() - 0.3).abs() < 1e-9,
+        "{}",
+        memory.elapsed()
+    );
+    reader.set_clock(1, 0.0, 0.1);
+    assert_eq!(reader.read_sos(0).unwrap(), None, "not there at 0.1 s");
+    assert_eq!(reader.read_sos(0).unwrap(), Some(sos), "there at 0.2 s");
+    memory.set_clock(0, 1.0, 0.1);
+    memory.post_sent(&open_sos(0, 2, Vec::new())).unwrap();
+    memory.landed().unwrap();
+    assert!(
+        (memory.elapsed() - 0.2).abs() < 1e-9,
+        "{}",
+        memory.elapsed()
+    );
+    assert_eq!(memory.ops(), 7);
+}
+
+/// A post in flight that fails says so when it lands, naming the file.
+#[test]
+fn a_post_in_flight_that_fails_is_an_error_when_it_lands() {
+    let job = TempJob::new();
+    let mut board = job.open(0);
+    std::fs::remove_dir_all(job.path().join("sos")).unwrap();
+    board.post_sent(&open_sos(0, 1, Vec::new())).unwrap();
+    let e = board.landed().unwrap_err().to_string();
+    assert!(e.contains("sos"), "{e}");
+    assert!(board.landed().is_ok(), "nothing in flight any more");
+}
+
 #[test]
 fn a_rank_removes_its_own_signal_files_and_no_others() {
     let job = TempJob::new();

@@ -324,6 +324,8 @@ pub struct FileBoard {
     /// whether it was found to be a directory of this user.
     host_dir: Option<PathBuf>,
     host_dir_checked: bool,
+    /// A post in flight ([`Board::post_sent`]) on a second handle.
+    in_flight: Option<thread::JoinHandle<(Result<()>, FileBoard)>>,
 }
 
 /// A host's copy of the open index ([`Board::write_host_index`]).
@@ -361,7 +363,28 @@ impl FileBoard {
             moved: 0,
             host_dir: None,
             host_dir_checked: false,
+            in_flight: None,
         })
+    }
+
+    /// A second handle of this rank's on the same signal files.
+    fn second(&self) -> FileBoard {
+        FileBoard {
+            dir: self.dir.clone(),
+            rank: self.rank,
+            ops: 0,
+            #[cfg(feature = "emulate")]
+            delay: self.delay,
+            #[cfg(feature = "emulate")]
+            delay_to: self.delay_to.clone(),
+            #[cfg(any(test, feature = "emulate"))]
+            fault: self.fault,
+            notes: Vec::new(),
+            moved: self.moved,
+            host_dir: None,
+            host_dir_checked: false,
+            in_flight: None,
+        }
     }
 
     /// Keep the hosts' copies of the open index in `dir` (created at the
@@ -561,6 +584,33 @@ impl Board for FileBoard {
     fn post(&mut self, sos: &Sos) -> Result<()> {
         let path = sos_path(&self.dir, sos.rank);
         self.replace(&path, sos, Some(sos.rank))
+    }
+
+    /// The post on a second handle, in a thread of its own (in this one
+    /// if the system refuses a thread).
+    fn post_sent(&mut self, sos: &Sos) -> Result<()> {
+        self.landed()?;
+        let (mut second, sent) = (self.second(), sos.clone());
+        let spawned = thread::Builder::new().spawn(move || (second.post(&sent), second));
+        match spawned {
+            Ok(t) => {
+                self.in_flight = Some(t);
+                Ok(())
+            }
+            Err(_) => self.post(sos),
+        }
+    }
+
+    fn landed(&mut self) -> Result<()> {
+        let Some(t) = self.in_flight.take() else {
+            return Ok(());
+        };
+        let (posted, second) =
+            (t.join()).map_err(|_| Error::Internal("a post's thread panicked".into()))?;
+        self.ops += second.ops;
+        self.notes.extend(second.notes);
+        self.moved = self.moved.max(second.moved);
+        posted
     }
 
     fn read_sos(&mut self, rank: usize) -> Result<Option<Sos>> {

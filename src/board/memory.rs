@@ -69,11 +69,8 @@ struct Clock {
     at: f64,
     /// Seconds per operation.
     delay: f64,
-    /// The extra seconds operations on farther ranks' files took.
-    extra: f64,
-    /// Operations that overlapped an earlier one of the same call
-    /// ([`Board::claim_all`]): they took no time of their own.
-    overlapped: u64,
+    /// When the post in flight lands ([`Board::post_sent`]).
+    landing: Option<f64>,
 }
 
 /// One rank's handle on a board shared in memory.
@@ -113,28 +110,21 @@ impl MemoryBoard {
     }
 
     /// Date the calls from now on as those of rank `caller` starting at
-    /// `now`, each operation `delay` seconds long ([`MemoryBoard::extra`]).
+    /// `now`, each operation `delay` seconds long ([`MemoryBoard::elapsed`]).
     pub fn set_clock(&mut self, caller: usize, now: f64, delay: f64) {
         self.clock = Some(Clock {
             caller,
             start: now,
             at: now,
             delay,
-            extra: 0.0,
-            overlapped: 0,
+            landing: None,
         });
     }
 
-    /// Seconds the calls since [`MemoryBoard::set_clock`] spent on farther
-    /// ranks' files beyond the latency of each operation.
-    pub fn extra(&self) -> f64 {
-        self.clock.map_or(0.0, |c| c.extra)
-    }
-
-    /// Operations since [`MemoryBoard::set_clock`] that overlapped an
-    /// earlier one and took no time of their own.
-    pub fn overlapped(&self) -> u64 {
-        self.clock.map_or(0, |c| c.overlapped)
+    /// Seconds the calls since [`MemoryBoard::set_clock`] took: operations
+    /// sent together ([`Board::claim_all`], [`Board::post_sent`]) wait once.
+    pub fn elapsed(&self) -> f64 {
+        self.clock.map_or(0.0, |c| c.at - c.start)
     }
 
     /// Count an operation on the files of `owner`'s SOS (`None`: the index);
@@ -151,7 +141,6 @@ impl MemoryBoard {
         {
             extra = t.distance(clock.caller, owner) as f64 * delay;
         }
-        clock.extra += extra;
         clock.at += clock.delay + extra;
         clock.at
     }
@@ -180,6 +169,28 @@ impl Board for MemoryBoard {
         shared.corrupt.retain(|&r| r != sos.rank);
         let versions = shared.sos.entry(sos.rank).or_default();
         versions.set(t, sos.clone(), settled);
+        Ok(())
+    }
+
+    /// The post's operations are dated from the call's start; the call
+    /// goes on from there too.
+    fn post_sent(&mut self, sos: &Sos) -> Result<()> {
+        self.landed()?;
+        let start = self.clock.map(|c| c.at);
+        let posted = self.post(sos);
+        if let (Some(clock), Some(start)) = (&mut self.clock, start) {
+            clock.landing = Some(clock.at);
+            clock.at = start;
+        }
+        posted
+    }
+
+    fn landed(&mut self) -> Result<()> {
+        if let Some(clock) = &mut self.clock
+            && let Some(at) = clock.landing.take()
+        {
+            clock.at = clock.at.max(at);
+        }
         Ok(())
     }
 
@@ -212,20 +223,19 @@ impl Board for MemoryBoard {
         let Some(start) = self.clock else {
             return claims.iter().map(|c| self.claim(c)).collect();
         };
-        let (mut end, mut extra) = (start.at, start.extra);
+        let mut end = start.at;
         let claimed = (claims.iter())
             .map(|c| {
                 let claimed = self.claim(c);
                 if let Some(clock) = &mut self.clock {
-                    (end, extra) = (end.max(clock.at), extra.max(clock.extra));
-                    (clock.at, clock.extra) = (start.at, start.extra);
+                    end = end.max(clock.at);
+                    clock.at = start.at;
                 }
                 claimed
             })
             .collect();
         if let Some(clock) = &mut self.clock {
-            (clock.at, clock.extra) = (end, extra);
-            clock.overlapped += (claims.len() as u64).saturating_sub(1);
+            clock.at = end;
         }
         claimed
     }
@@ -398,7 +408,8 @@ mod tests {
             .map(|c| c.unwrap())
             .collect();
         assert_eq!(claimed, [Claimed::Won; 3]);
-        assert_eq!((a.ops(), a.overlapped()), (3, 2));
+        assert_eq!(a.ops(), 3);
+        assert!((a.elapsed() - 0.1).abs() < 1e-12, "{}", a.elapsed());
         b.set_clock(1, 0.0, 0.1);
         assert_eq!(b.claimed(0).unwrap().len(), 3, "all three end at 0.1 s");
         let lost: Vec<Claimed> = (b.claim_all(&claims[1..]).into_iter())
@@ -434,8 +445,8 @@ mod tests {
         assert_eq!(b.probe(3, &slot).unwrap(), Probe::Taken(Some(claim(0))));
         // Rank 0 is on the other site (distance 2), rank 2 on the owner's
         // site and another host (distance 1).
-        assert!((a.extra() - 0.2).abs() < 1e-12, "{}", a.extra());
-        assert!((b.extra() - 0.2).abs() < 1e-12, "{}", b.extra());
+        assert!((a.elapsed() - 0.2).abs() < 1e-12, "{}", a.elapsed());
+        assert!((b.elapsed() - 0.2).abs() < 1e-12, "{}", b.elapsed());
         assert_eq!(a.ops() + b.ops(), 3);
     }
 }

@@ -21,7 +21,8 @@
 //! [`Board::ops`] counts storage operations, each a round trip to the file
 //! server: a read of a whole small file (open and read), an exclusive
 //! create with its body, a write aside (create and write), a rename, a
-//! listing of a directory. A post is a write aside and a rename; a steal is
+//! listing of a directory. A post is a write aside and a rename, sent ahead
+//! of the index's rewrite ([`Board::post_sent`]); a steal is
 //! a read of the index (or of the host's copy of it, node-local and not
 //! counted), a read of the SOS and a claim (a listing of the owner's claims
 //! after a lost one). Claims may be sent together ([`Board::claim_all`]):
@@ -104,6 +105,18 @@ pub trait Board {
     /// Replace the SOS file of `sos.rank` whole (written aside, renamed
     /// over it): readers see the old body or the new one.
     fn post(&mut self, sos: &Sos) -> Result<()>;
+
+    /// Start [`Board::post`] and return at once: the write aside and the
+    /// rename are in flight while the caller goes on (its rewrite of the
+    /// index), as an NFS client's requests are, until [`Board::landed`].
+    fn post_sent(&mut self, sos: &Sos) -> Result<()> {
+        self.post(sos)
+    }
+
+    /// Wait for the post sent last ([`Board::post_sent`]): its result.
+    fn landed(&mut self) -> Result<()> {
+        Ok(())
+    }
 
     /// The SOS file of `rank`; `None` when there is none (never posted). A
     /// body that cannot be read is an error naming the file.
