@@ -23,8 +23,10 @@
 //!
 //! From these:
 //!
-//! - **help delay** of a board: a post, half a poll and a steal: the
-//!   soonest help can start after a rank finds it is late;
+//! - **help delay** of a board: a post's operations, half a poll and a
+//!   steal: the soonest help can start after a rank finds it is late (all
+//!   six of the post's, though its SOS is in flight with the index: the
+//!   storage serves them all, and help at the threshold saves nothing);
 //! - **post threshold**: lateness worth an SOS, `max(δτ, help delay)`: help
 //!   that comes after the owner would have finished saves nothing;
 //! - **slow storage**: a board whose help delay exceeds a check interval;

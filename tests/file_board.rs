@@ -297,7 +297,8 @@ fn operations_are_counted_alike_on_both_boards() {
 
 /// A post sent ahead lands while the index is read and rewritten: on the
 /// file board the caller waits for the index alone, on the memory board
-/// the post is dated from the call's start; both count the same operations.
+/// the post is dated from the call's start; on both the index is renamed
+/// only once the post has landed, and both count the same operations.
 #[test]
 fn a_post_in_flight_waits_with_the_index_rewrite() {
     let job = TempJob::new();
@@ -320,6 +321,14 @@ fn a_post_in_flight_waits_with_the_index_rewrite() {
     assert!(t.elapsed() < d * 9 / 2, "{:?}", t.elapsed());
     assert_eq!(file.ops(), 5);
     assert_eq!(job.open(1).read_sos(0).unwrap(), Some(sos.clone()));
+    // The index is renamed only once the SOS has landed, however slow its
+    // files are.
+    let mut slow = job.open(0).with_delays_to(vec![d * 2]);
+    let newer = open_sos(0, 2, Vec::new());
+    slow.post_sent(&newer).unwrap();
+    slow.write_index(&ix).unwrap();
+    assert_eq!(job.open(1).read_sos(0).unwrap(), Some(newer));
+    slow.landed().unwrap();
 
     let mut memory = MemoryBoard::new();
     let mut reader = memory.clone();
@@ -336,15 +345,17 @@ fn a_post_in_flight_waits_with_the_index_rewrite() {
     reader.set_clock(1, 0.0, 0.1);
     assert_eq!(reader.read_sos(0).unwrap(), None, "not there at 0.1 s");
     assert_eq!(reader.read_sos(0).unwrap(), Some(sos), "there at 0.2 s");
+    // The index's write aside goes with the post; its rename waits for it.
     memory.set_clock(0, 1.0, 0.1);
     memory.post_sent(&open_sos(0, 2, Vec::new())).unwrap();
+    memory.write_index(&ix).unwrap();
     memory.landed().unwrap();
     assert!(
-        (memory.elapsed() - 0.2).abs() < 1e-9,
+        (memory.elapsed() - 0.3).abs() < 1e-9,
         "{}",
         memory.elapsed()
     );
-    assert_eq!(memory.ops(), 7);
+    assert_eq!(memory.ops(), 9);
 }
 
 /// A post in flight that fails says so when it lands, naming the file.

@@ -324,8 +324,15 @@ pub struct FileBoard {
     /// whether it was found to be a directory of this user.
     host_dir: Option<PathBuf>,
     host_dir_checked: bool,
-    /// A post in flight ([`Board::post_sent`]) on a second handle.
-    in_flight: Option<thread::JoinHandle<(Result<()>, FileBoard)>>,
+    /// The post sent last ([`Board::post_sent`]), until [`Board::landed`].
+    in_flight: Option<InFlight>,
+}
+
+/// A post sent ahead: written on a second handle, or landed.
+#[derive(Debug)]
+enum InFlight {
+    Writing(thread::JoinHandle<(Result<()>, FileBoard)>),
+    Landed(Result<()>),
 }
 
 /// A host's copy of the open index ([`Board::write_host_index`]).
@@ -349,8 +356,13 @@ impl FileBoard {
                 io::Error::new(io::ErrorKind::NotADirectory, "the board is not a directory"),
             ));
         }
-        Ok(FileBoard {
-            dir: dir.to_owned(),
+        Ok(FileBoard::at(dir.to_owned(), rank))
+    }
+
+    /// `rank`'s handle on `dir`, as yet unused.
+    fn at(dir: PathBuf, rank: usize) -> FileBoard {
+        FileBoard {
+            dir,
             rank,
             ops: 0,
             #[cfg(feature = "emulate")]
@@ -364,26 +376,20 @@ impl FileBoard {
             host_dir: None,
             host_dir_checked: false,
             in_flight: None,
-        })
+        }
     }
 
     /// A second handle of this rank's on the same signal files.
     fn second(&self) -> FileBoard {
         FileBoard {
-            dir: self.dir.clone(),
-            rank: self.rank,
-            ops: 0,
             #[cfg(feature = "emulate")]
             delay: self.delay,
             #[cfg(feature = "emulate")]
             delay_to: self.delay_to.clone(),
             #[cfg(any(test, feature = "emulate"))]
             fault: self.fault,
-            notes: Vec::new(),
             moved: self.moved,
-            host_dir: None,
-            host_dir_checked: false,
-            in_flight: None,
+            ..FileBoard::at(self.dir.clone(), self.rank)
         }
     }
 
@@ -512,6 +518,9 @@ impl FileBoard {
         let aside = path.with_file_name(format!("{}.{}.new", name.unwrap_or_default(), self.rank));
         self.op(owner);
         fs::write(&aside, format::encode(body)).map_err(|e| Error::io(&aside, e))?;
+        // An index never lists an SOS before it lands, nor does an older
+        // post of it land after a newer one.
+        self.join_post();
         self.op(owner);
         match fs::rename(&aside, path) {
             Ok(()) => Ok(()),
@@ -546,6 +555,23 @@ impl FileBoard {
                 Err(Error::io(path, e))
             }
         }
+    }
+
+    /// Wait for the post in flight, keeping its result for [`Board::landed`].
+    fn join_post(&mut self) {
+        let Some(InFlight::Writing(t)) = self.in_flight.take() else {
+            return;
+        };
+        let posted = match t.join() {
+            Ok((posted, second)) => {
+                self.ops += second.ops;
+                self.notes.extend(second.notes);
+                self.moved = self.moved.max(second.moved);
+                posted
+            }
+            Err(_) => Err(Error::Internal("a post's thread panicked".into())),
+        };
+        self.in_flight = Some(InFlight::Landed(posted));
     }
 
     /// Whether the directory of the hosts' copies is there (made if
@@ -594,7 +620,7 @@ impl Board for FileBoard {
         let spawned = thread::Builder::new().spawn(move || (second.post(&sent), second));
         match spawned {
             Ok(t) => {
-                self.in_flight = Some(t);
+                self.in_flight = Some(InFlight::Writing(t));
                 Ok(())
             }
             Err(_) => self.post(sos),
@@ -602,15 +628,11 @@ impl Board for FileBoard {
     }
 
     fn landed(&mut self) -> Result<()> {
-        let Some(t) = self.in_flight.take() else {
-            return Ok(());
-        };
-        let (posted, second) =
-            (t.join()).map_err(|_| Error::Internal("a post's thread panicked".into()))?;
-        self.ops += second.ops;
-        self.notes.extend(second.notes);
-        self.moved = self.moved.max(second.moved);
-        posted
+        self.join_post();
+        match self.in_flight.take() {
+            Some(InFlight::Landed(posted)) => posted,
+            _ => Ok(()),
+        }
     }
 
     fn read_sos(&mut self, rank: usize) -> Result<Option<Sos>> {

@@ -163,6 +163,7 @@ impl MemoryBoard {
 impl Board for MemoryBoard {
     fn post(&mut self, sos: &Sos) -> Result<()> {
         self.op(Some(sos.rank));
+        self.landed()?;
         let t = self.op(Some(sos.rank));
         let settled = self.settled();
         let mut shared = lock(&self.shared);
@@ -263,8 +264,10 @@ impl Board for MemoryBoard {
         Ok(lock(&self.shared).index.at(t).cloned().unwrap_or_default())
     }
 
+    /// Renamed once the post in flight has landed, as on the file board.
     fn write_index(&mut self, index: &Index) -> Result<()> {
         self.op(None);
+        self.landed()?;
         let t = self.op(None);
         let settled = self.settled();
         lock(&self.shared).index.set(t, index.clone(), settled);

@@ -109,6 +109,8 @@ pub trait Board {
     /// Start [`Board::post`] and return at once: the write aside and the
     /// rename are in flight while the caller goes on (its rewrite of the
     /// index), as an NFS client's requests are, until [`Board::landed`].
+    /// A later rename (the index's, another post's) waits for it to land:
+    /// the index never lists an SOS before it is written.
     fn post_sent(&mut self, sos: &Sos) -> Result<()> {
         self.post(sos)
     }
