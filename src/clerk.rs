@@ -150,7 +150,8 @@ impl Clerk {
     }
 
     /// Write the open SOS and list it, the SOS in flight while the index
-    /// is rewritten (neither after the verdict).
+    /// is rewritten (neither after the verdict). An SOS that could not be
+    /// written is taken out of the index again.
     fn post(&mut self, entry: &Entry, sos: &Sos, board: &mut dyn Board) -> Outcome {
         if self.over() {
             return Outcome::NotPosted;
@@ -159,6 +160,7 @@ impl Clerk {
             Ok(listed) => Outcome::Posted { listed },
             Err(e) => {
                 self.note(e, "this rank's SOS: not posted");
+                self.list(None, board);
                 Outcome::NotPosted
             }
         }

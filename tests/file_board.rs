@@ -358,6 +358,33 @@ fn a_post_in_flight_waits_with_the_index_rewrite() {
     assert_eq!(memory.ops(), 9);
 }
 
+/// A post whose SOS cannot be written is not left in the index: a helper
+/// would read an old body or none.
+#[test]
+fn a_post_that_fails_is_taken_out_of_the_index() {
+    use soslb::clerk::Clerk;
+    use soslb::policy::{Outcome, Params, Rank, Request};
+    use soslb::protocol::Level;
+    use soslb::topology::{Sites, Topology};
+    let job = TempJob::new();
+    let topology = Topology::new(vec!["n1".into()], &Sites::Single);
+    let params = Params::from(&soslb::Config::default());
+    let mut clerk = Clerk::new(&Rank::new(0, 1000, params, topology));
+    let mut board = job.open(0);
+    std::fs::remove_dir_all(job.path().join("sos")).unwrap();
+    let reply = clerk.serve(
+        Request::Post {
+            entry: entry(0),
+            sos: open_sos(0, 1, cut(&IdSet::from_range(0..10), 1, 0, &[])),
+            level: Level::Shared,
+        },
+        &mut board,
+    );
+    assert!(matches!(reply.outcome, Outcome::NotPosted), "{reply:?}");
+    assert!(reply.errors.iter().any(|e| e.contains("sos")), "{reply:?}");
+    assert_eq!(board.read_index().unwrap(), Index::default());
+}
+
 /// A post in flight that fails says so when it lands, naming the file.
 #[test]
 fn a_post_in_flight_that_fails_is_an_error_when_it_lands() {

@@ -518,8 +518,7 @@ impl FileBoard {
         let aside = path.with_file_name(format!("{}.{}.new", name.unwrap_or_default(), self.rank));
         self.op(owner);
         fs::write(&aside, format::encode(body)).map_err(|e| Error::io(&aside, e))?;
-        // An index never lists an SOS before it lands, nor does an older
-        // post of it land after a newer one.
+        // No index lists an SOS before it lands, no older post lands after a newer one.
         self.join_post();
         self.op(owner);
         match fs::rename(&aside, path) {
@@ -559,8 +558,9 @@ impl FileBoard {
 
     /// Wait for the post in flight, keeping its result for [`Board::landed`].
     fn join_post(&mut self) {
-        let Some(InFlight::Writing(t)) = self.in_flight.take() else {
-            return;
+        let t = match self.in_flight.take() {
+            Some(InFlight::Writing(t)) => t,
+            landed => return self.in_flight = landed,
         };
         let posted = match t.join() {
             Ok((posted, second)) => {
