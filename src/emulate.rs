@@ -237,7 +237,7 @@ mod tests {
             .take_while(|l| !l.starts_with("//! ```"))
             .map(|l| format!("{}\n", l.trim_start_matches("//!")))
             .collect();
-        let config: crate::Config = crate::config::ron_options().from_str(&sample).unwrap();
+        let config: crate::config::Config = crate::config::ron_options().from_str(&sample).unwrap();
         let e = &config.emulate;
         config.validate("the sample").unwrap();
         assert_eq!(e.stretch(2).factor, 3.0);

@@ -237,7 +237,7 @@ mod tests {
             let mut random_set = || {
                 let mut s = IdSet::new();
                 for _ in 0..4 {
-                    x = crate::splitmix64(x);
+                    x = crate::seed::splitmix64(x);
                     let a = x % 60;
                     s.insert(a..a + x / 60 % 12);
                 }

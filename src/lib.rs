@@ -65,7 +65,7 @@
 //!   the thresholds follow from), [`topology`] (hosts, sites, distance),
 //!   [`verdict`] (the waves' words, the verdict, the audit), [`transfer`]
 //!   (host transfers), [`deadline`], [`progress`], [`stats`] (exact sums),
-//!   [`seed`].
+//!   [`seed`], [`params`] (the policy's settings).
 //! - The state machine: [`policy`] (the owner's checks, the helper's
 //!   choices, host transfers, the clerk's requests).
 //! - The shells: [`board`] (the trait, the file board, the body format, the
@@ -120,6 +120,7 @@ pub mod error;
 pub mod ffi;
 pub mod ids;
 pub mod monitor;
+pub mod params;
 mod phases;
 pub mod plan;
 pub mod policy;
@@ -141,12 +142,4 @@ pub mod verdict;
 pub use balancer::{Balancer, Summary};
 pub use config::Config;
 pub use error::{Error, Result};
-
-/// The splitmix64 mixing function (DESIGN §8), used for the emulated speeds
-/// and for seeded test generators.
-pub fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
+pub use seed::splitmix64;

@@ -62,8 +62,9 @@ impl Factor {
                 .unwrap_or(1.0),
             Factor::Fluctuate { seed, period } => {
                 let k = (t / period).floor() as u64;
-                let x =
-                    crate::splitmix64(seed ^ (i as u64).wrapping_mul(0x0100_0000_01B3) ^ (k << 32));
+                let x = crate::seed::splitmix64(
+                    seed ^ (i as u64).wrapping_mul(0x0100_0000_01B3) ^ (k << 32),
+                );
                 0.5 + (x >> 11) as f64 * (-53f64).exp2()
             }
             Factor::Step {
@@ -146,7 +147,7 @@ impl Cost {
             | Cost::LogNormal { seed, .. }
             | Cost::Pareto { seed, .. } => seed,
         };
-        let x1 = crate::splitmix64(seed ^ crate::splitmix64(id));
+        let x1 = crate::seed::splitmix64(seed ^ crate::seed::splitmix64(id));
         let uniform = |x: u64| (x >> 11) as f64 * (-53f64).exp2();
         let u1 = uniform(x1);
         match *self {
@@ -155,7 +156,7 @@ impl Cost {
                 if u1 < share { ratio * light } else { light }
             }
             Cost::LogNormal { sigma, .. } => {
-                let u2 = uniform(crate::splitmix64(x1));
+                let u2 = uniform(crate::seed::splitmix64(x1));
                 let n = (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
                 (sigma * n - sigma * sigma / 2.0).exp()
             }

@@ -23,6 +23,15 @@
 //! id `k`, so that realisation `k` of Fortran and `k − 1` of C and Rust
 //! start from the same value.
 
+/// The splitmix64 mixing function (DESIGN §8), used for the emulated speeds
+/// and for seeded test generators.
+pub fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
 /// The start of the random stream of realisation `id` (0-based) for the
 /// user's seed `user_seed`: the same on every rank and in every run.
 ///
@@ -34,7 +43,7 @@
 /// ```
 #[inline]
 pub fn seed(user_seed: u64, id: u64) -> u64 {
-    crate::splitmix64(crate::splitmix64(user_seed) ^ id)
+    splitmix64(splitmix64(user_seed) ^ id)
 }
 
 #[cfg(test)]

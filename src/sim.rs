@@ -30,7 +30,7 @@ use crate::ids::IdSet;
 use crate::plan::WarmupReport;
 use crate::policy::{Event, Params, Rank, RankReport, Reply, Request, Step};
 use crate::scenario::Scenario;
-use crate::splitmix64;
+use crate::seed::splitmix64;
 use crate::topology::{Sites, Topology, virtual_hosts};
 use crate::verdict::Job;
 use std::cmp::Reverse;

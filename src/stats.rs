@@ -7,7 +7,7 @@
 //! their sums as vectors of `i64` words that an elementwise `MPI_SUM`
 //! reduction adds exactly ([`ExactSum::to_words`], [`Observables::to_words`]).
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 const W: usize = ExactSum::WORDS;
 const MASK: i64 = (1 << 32) - 1;
@@ -397,7 +397,7 @@ mod tests {
     impl Rng {
         fn next(&mut self) -> u64 {
             self.0 += 1;
-            crate::splitmix64(self.0)
+            crate::seed::splitmix64(self.0)
         }
         fn below(&mut self, n: usize) -> usize {
             (self.next() % n as u64) as usize

@@ -45,7 +45,7 @@
 
 use crate::config::Mode;
 use crate::cost::{PLAN_FRACTION, PLAN_PERIOD, PLAN_THRESHOLD};
-use crate::policy::params::Params;
+use crate::params::Params;
 use crate::topology::Topology;
 pub use crate::verdict::Move;
 use crate::verdict::{Job, bit, hosts_end};

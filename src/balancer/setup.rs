@@ -340,7 +340,7 @@ fn job_id(config: &Config) -> String {
         return id.replace('/', "_");
     }
     let now = chrono::Utc::now();
-    let nonce = crate::splitmix64(
+    let nonce = crate::seed::splitmix64(
         now.timestamp_nanos_opt().unwrap_or(0) as u64 ^ std::process::id() as u64,
     );
     format!(

@@ -3,9 +3,9 @@
 //! clerk ([`crate::clerk`]) reads the index and the SOS files and claims
 //! what these functions choose.
 
-use super::params::Params;
 use super::request::Search;
 use crate::cost::OPS;
+use crate::params::Params;
 use crate::plan::{HelpPolicy, ShareInput, share};
 use crate::protocol::{Entry, Index, Level, Post, Slot};
 use crate::topology::{IdleMap, Topology};

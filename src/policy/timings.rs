@@ -1,8 +1,8 @@
 //! What a rank measured of its clerk's storage operations: the inputs of
 //! the cost model ([`crate::cost`]).
 
-use super::params::Params;
 use crate::cost::{Costs, slot};
+use crate::params::Params;
 use crate::protocol::Level;
 
 /// Moving averages of the seconds a storage operation took on each board,

@@ -2,8 +2,8 @@
 //! wave's plan asked for, those ready, the shedding between plans, and a
 //! transfer received to offer. The steps are [`super::Rank`]'s (`trade`).
 
-use super::params::Params;
 use crate::ids::IdSet;
+use crate::params::Params;
 use crate::topology::Topology;
 use crate::transfer::Shedding;
 

@@ -1,4 +1,5 @@
-//! The policy's settings, taken from the config once at init.
+//! The policy's settings ([`crate::policy`]), taken from the config once at
+//! init: pure values, below the policy and the host transfers that read them.
 
 use crate::config::{Config, Mode};
 use crate::plan::HelpPolicy;
