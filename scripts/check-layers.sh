@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fails when the files of a crate's source tree import each other in a loop.
+# Fails when the files of a crate's source tree import each other in a loop,
+# or its top-level modules do (a folder such as policy/ counted as one).
 # An import is any `crate::`, `super::`, `self::` or child module's path (in
 # a `use` or in the code), outside `#[cfg(test)]` modules; it
 # ties the importing file to the file of the longest module prefix it names.
@@ -74,26 +75,52 @@ for my $pass (0, 1) { for my $e (@files) {
         elsif ($pass) { $edge{$f}{$t} = 1 if $t ne $f }
     }
 } }
-# Tarjan: strongly connected components of more than one file are loops.
-my ($index, @stack, %on, %idx, %low, @loops) = (0);
-sub visit {
-    my ($v) = @_; $idx{$v} = $low{$v} = $index++; push @stack, $v; $on{$v} = 1;
-    for my $w (sort keys %{ $edge{$v} || {} }) {
-        if (!exists $idx{$w}) { visit($w); $low{$v} = $low{$w} if $low{$w} < $low{$v} }
-        elsif ($on{$w}) { $low{$v} = $idx{$w} if $idx{$w} < $low{$v} }
-    }
-    return unless $low{$v} == $idx{$v};
-    my @c; while (1) { my $w = pop @stack; delete $on{$w}; push @c, $w; last if $w eq $v }
-    push @loops, [sort @c] if @c > 1;
+# Tarjan: strongly connected components of more than one node are loops.
+sub loops {
+    my ($edge, @nodes) = @_;
+    my ($index, @stack, %on, %idx, %low, @found) = (0);
+    my $visit; $visit = sub {
+        my ($v) = @_; $idx{$v} = $low{$v} = $index++; push @stack, $v; $on{$v} = 1;
+        for my $w (sort keys %{ $edge->{$v} || {} }) {
+            if (!exists $idx{$w}) { $visit->($w); $low{$v} = $low{$w} if $low{$w} < $low{$v} }
+            elsif ($on{$w}) { $low{$v} = $idx{$w} if $idx{$w} < $low{$v} }
+        }
+        return unless $low{$v} == $idx{$v};
+        my @c; while (1) { my $w = pop @stack; delete $on{$w}; push @c, $w; last if $w eq $v }
+        push @found, [sort @c] if @c > 1;
+    };
+    $visit->($_) for grep { !exists $idx{$_} } @nodes;
+    @found;
 }
-visit($_->[0]) for grep { !exists $idx{$_->[0]} } @files;
-exit 0 unless @loops;
-for my $c (@loops) {
+my $short = sub { map { substr($_, length($src) + 1) } @_ };
+# The top-level module of a file: its folder under src/, or the file.
+my $top = sub { my ($f) = $short->(@_); $f =~ s{/.*}{/}; $f };
+my %module_edge;
+for my $f (keys %edge) {
+    for my $t (keys %{ $edge{$f} }) {
+        my ($a, $b) = ($top->($f), $top->($t));
+        $module_edge{$a}{$b} = 1 if $a ne $b;
+    }
+}
+my $failed = 0;
+for my $c (loops(\%edge, map { $_->[0] } @files)) {
     my %in = map { $_ => 1 } @$c;
-    my $short = sub { map { substr($_, length($src) + 1) } @_ };
     print STDERR "check-layers: an import loop of ", scalar(@$c), " files in $src:\n";
     for my $a (@$c) { print STDERR "  ", $short->($a), " -> ", join(", ", $short->(grep { $in{$_} } sort keys %{ $edge{$a} })), "\n" }
+    $failed = 1;
 }
+my %modules = map { $top->($_->[0]) => 1 } @files;
+for my $c (loops(\%module_edge, sort keys %modules)) {
+    my %in = map { $_ => 1 } @$c;
+    print STDERR "check-layers: an import loop of ", scalar(@$c), " top-level modules in $src:\n";
+    for my $a (@$c) {
+        my @by = grep { $top->($_) eq $a } sort keys %edge;
+        my @ties = map { my $f = $_; map { ($short->($f))[0] . " -> " . ($short->($_))[0] } grep { $in{$top->($_)} && $top->($_) ne $a } sort keys %{ $edge{$f} } } @by;
+        print STDERR "  $a: ", join(", ", @ties), "\n";
+    }
+    $failed = 1;
+}
+exit 0 unless $failed;
 print STDERR "check-layers: a file may import only from files below it (DESIGN.md section 10)\n";
 exit 1;
 ' "$src"
