@@ -1,5 +1,12 @@
 //! The policy's settings ([`crate::policy`]), taken from the config once at
 //! init: pure values, below the policy and the host transfers that read them.
+//! The policy re-exports them where they were (`policy::params::Params`).
+//!
+//! ```
+//! use soslb::{Config, params::Params, policy};
+//! let p: policy::params::Params = Params::from(&Config::default());
+//! assert_eq!(p, policy::Params::from(&Config::default()));
+//! ```
 
 use crate::config::{Config, Mode};
 use crate::plan::HelpPolicy;

@@ -65,7 +65,7 @@ mod trade;
 mod transfers;
 mod warmup;
 
-pub use crate::params::Params;
+pub use crate::params::{self, Params};
 use helping::Helper;
 use jobview::JobView;
 use ledger::Ledger;
