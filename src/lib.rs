@@ -68,8 +68,9 @@
 //!   [`seed`], [`params`] (the policy's settings).
 //! - The state machine: [`policy`] (the owner's checks, the helper's
 //!   choices, host transfers, the clerk's requests).
-//! - The shells: [`board`] (the trait, the file board, the body format, the
-//!   watcher, the node-local directory; an in-memory board for tests),
+//! - The shells: [`board`] (the trait, the file board, the run directory's
+//!   layout, the body format, the watcher, the node-local directory; an
+//!   in-memory board for tests),
 //!   [`clerk`] (carries requests out on the board, in a thread of its own),
 //!   [`Balancer`] with the private `comm` (MPI) and `phases` (init's time by
 //!   phase), [`monitor`] (logs), [`resume`] (the completion journal),

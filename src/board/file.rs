@@ -1,16 +1,8 @@
 //! The product's board: signal files on a directory (DESIGN §6), correct on
 //! any file system that gives an atomic exclusive create: NFS v3 and v4,
 //! Lustre, GPFS, BeeGFS, CephFS, FUSE, local ones; with or without working
-//! locks, whatever the clients cache.
-//!
-//! ```text
-//! <dir>/
-//!   job.ron                   JobInfo (rank 0, created once)
-//!   open.ron                  Index: rewritten aside, renamed over
-//!   sos/<rank>.ron            Sos: its rank's alone, rewritten aside, renamed over
-//!   aid/<owner>/<seq>.<slot>  Claim: created once, exclusively, never rewritten
-//!   log/                      monitor logs
-//! ```
+//! locks, whatever the clients cache. Where each file lives, and a run's
+//! directory from its creation to its end: [`super::layout`].
 //!
 //! - A claim is an `open(O_CREAT | O_EXCL)`: the server gives the name to
 //!   one create and answers `EEXIST` to every other, whatever the clients
@@ -23,16 +15,6 @@
 //!   moved aside to `<name>.damaged.<rank>.<n>` and reported.
 //! - Nothing is locked or `stat`ed; a listing of an owner's claims is a
 //!   hint, never the answer that a slot is taken.
-//!
-//! # A run's files and their end
-//!
-//! `<job_id>.<n>`: `n` counts the inits of the process; a run directory
-//! that exists already (a requeued batch job, a reused `job_id`) is never
-//! read, the next free `<job_id>.<n>.<k>` is used. `job.ron` holds
-//! [`JobInfo`] (total, ranks, start, config digest); an SOS the owner's
-//! figures and slots; a claim the owner, the slot, the claimant, the time
-//! and its speed ([`crate::protocol`]).
-//!
 //! - Each file has one writer. The index has many: each owner lists itself,
 //!   reads the index back and lists itself again if a concurrent writer
 //!   undid it ([`crate::clerk`]). A write makes the changes the owner's
@@ -49,17 +31,13 @@
 //!   and the rank whose claim it was names the file. A claim directory that
 //!   cannot be written (`chattr +i`) ends with every id once, or with an
 //!   error on every rank naming it.
-//! - At a clean finalize (no error, no `keep`) each rank removes its SOS
-//!   file and the claims it won ([`remove_own`]), and rank 0 the rest, so
-//!   that no rank makes thousands of removals at the end of a large job:
-//!   only `log/` stays (nothing with `log: false`). After a failure the
-//!   whole run directory stays, for a post-mortem.
 
-use super::format::{self, Decoded};
+use super::format;
+pub use super::layout::{JobInfo, create_host_board, create_job, file_name_of, remove_own};
+use super::layout::{claim_path, index_path, job_path, sos_path};
 use super::{Board, Claimed, Probe, Wanted};
 use crate::error::{Error, Result};
 use crate::protocol::{Claim, Entry, Index, Slot, Sos, SosState};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -67,37 +45,6 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
-
-/// What rank 0 records in `job.ron`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JobInfo {
-    /// The job's id (the name of the job directory).
-    pub job_id: String,
-    /// Number of realisations.
-    pub total: u64,
-    /// Number of ranks.
-    pub ranks: usize,
-    /// When the job started, RFC 3339.
-    pub start: String,
-    /// Digest of the configuration all ranks use.
-    pub config_digest: u64,
-}
-
-fn job_path(dir: &Path) -> PathBuf {
-    dir.join("job.ron")
-}
-
-fn index_path(dir: &Path) -> PathBuf {
-    dir.join("open.ron")
-}
-
-fn sos_path(dir: &Path, rank: usize) -> PathBuf {
-    dir.join("sos").join(format!("{rank}.ron"))
-}
-
-fn claim_path(dir: &Path, owner: usize, slot: &Slot) -> PathBuf {
-    dir.join("aid").join(slot.claim_name(owner))
-}
 
 /// Claims sent at once at most: the RPC slots an NFS client has had in
 /// flight by default.
@@ -147,24 +94,6 @@ fn create_claim(dir: &Path, claim: &Claim, plain: bool) -> (Result<Claimed>, Opt
     (Ok(Claimed::Won), note)
 }
 
-/// Create `path` (it must not exist) holding `body`.
-fn create_new<T: Serialize>(path: &Path, body: &T) -> Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(format::encode(body).as_bytes()))
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::AlreadyExists => Error::StaleJob {
-                path: path.to_owned(),
-                reason: "already exists: a file of an earlier job, or a rank started twice; \
-                         remove the job directory or set another job_id"
-                    .into(),
-            },
-            _ => Error::io(path, e),
-        })
-}
-
 /// Replace the node-local file at `path` with `body`, written aside by
 /// `rank` and renamed over it: no storage operation, no emulated latency.
 fn replace_local<T: Serialize>(path: &Path, body: &T, rank: usize) -> Result<()> {
@@ -172,123 +101,6 @@ fn replace_local<T: Serialize>(path: &Path, body: &T, rank: usize) -> Result<()>
     fs::write(&aside, format::encode(body))
         .and_then(|()| fs::rename(&aside, path))
         .map_err(|e| Error::io(path, e))
-}
-
-/// Read and decode the file at `path`: `None` when there is none.
-fn read_body<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
-            return Err(Error::Corrupt {
-                path: path.to_owned(),
-                reason: "a directory, not a signal file".into(),
-            });
-        }
-        Err(e) => return Err(Error::io(path, e)),
-    };
-    match format::decode_record::<T>(&bytes, path)? {
-        Decoded::Body(r) => Ok(Some(r.body)),
-        Decoded::Torn(why) => Err(Error::Corrupt {
-            path: path.to_owned(),
-            reason: why,
-        }),
-    }
-}
-
-/// Create the job directory and its files: called by rank 0 only, before
-/// the other ranks open the board. `job_dir` itself must not exist: a
-/// directory already there belongs to an earlier job or a reused job id,
-/// and is an [`Error::StaleJob`].
-pub fn create_job(job_dir: &Path, job: &JobInfo) -> Result<()> {
-    if let Some(parent) = job_dir.parent() {
-        fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-    }
-    if let Err(e) = fs::create_dir(job_dir) {
-        if e.kind() != io::ErrorKind::AlreadyExists {
-            return Err(Error::io(job_dir, e));
-        }
-        let found = match read_body::<JobInfo>(&job_path(job_dir)) {
-            Ok(Some(j)) => format!(
-                "its job.ron is of job `{}` ({} ranks, {} realisations, started {})",
-                j.job_id, j.ranks, j.total, j.start
-            ),
-            _ => "it has no readable job.ron".into(),
-        };
-        return Err(Error::StaleJob {
-            path: job_dir.to_owned(),
-            reason: format!(
-                "the job directory already exists ({found}): files of an earlier job or a \
-                 reused job id; remove it or set another job_id"
-            ),
-        });
-    }
-    for sub in ["sos", "aid", "log"] {
-        let dir = job_dir.join(sub);
-        fs::create_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-    }
-    create_new(&job_path(job_dir), job)?;
-    create_new(&index_path(job_dir), &Index::default())
-}
-
-/// Create the board of one host in `dir`, node-local and readable by this
-/// user only (called by one rank of the host before the host's ranks open
-/// it). A `dir` already there is an [`Error::StaleJob`].
-pub fn create_host_board(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if let Some(parent) = dir.parent() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)
-            .map_err(|e| Error::io(parent, e))?;
-    }
-    fs::DirBuilder::new()
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::AlreadyExists => Error::StaleJob {
-                path: dir.to_owned(),
-                reason: "the host's board already exists: a rank started twice?".into(),
-            },
-            _ => Error::io(dir, e),
-        })?;
-    for sub in ["sos", "aid"] {
-        let d = dir.join(sub);
-        fs::create_dir(&d).map_err(|e| Error::io(&d, e))?;
-    }
-    create_new(&index_path(dir), &Index::default())
-}
-
-/// Remove the signal files of the run in `job_dir` that `rank` made: its SOS
-/// file and the claims it won (`claims`, as [`Slot::claim_name`]s), once no
-/// rank reads the board any more. Each rank removes its own, so that a job
-/// of thousands of ranks does not wait for one rank's removals. A file
-/// already gone is no error.
-pub fn remove_own(job_dir: &Path, rank: usize, claims: &[String]) -> Result<()> {
-    let aid = job_dir.join("aid");
-    let own = std::iter::once(sos_path(job_dir, rank));
-    for path in own.chain(claims.iter().map(|c| aid.join(c))) {
-        match fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(Error::io(&path, e)),
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// `host` as a file name: ASCII letters, digits, `-` and `.` kept, every
-/// other character `_`.
-pub fn file_name_of(host: &str) -> String {
-    host.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// A fault to inject, for the tests that prove the protocol needs what it
@@ -638,7 +450,7 @@ impl Board for FileBoard {
     fn read_sos(&mut self, rank: usize) -> Result<Option<Sos>> {
         self.op(Some(rank));
         let path = sos_path(&self.dir, rank);
-        let Some(sos) = read_body::<Sos>(&path)? else {
+        let Some(sos) = format::read::<Sos>(&path)? else {
             return Ok(None);
         };
         let bad = |reason: String| Error::Corrupt {
@@ -708,7 +520,7 @@ impl Board for FileBoard {
     fn probe(&mut self, owner: usize, slot: &Slot) -> Result<Probe> {
         self.op(Some(owner));
         let path = claim_path(&self.dir, owner, slot);
-        match read_body::<Claim>(&path) {
+        match format::read::<Claim>(&path) {
             Ok(None) => Ok(Probe::Free),
             Ok(Some(c)) if c.owner == owner && c.slot == *slot => Ok(Probe::Taken(Some(c))),
             // Claimed: the body is being written, or is not of this slot.
@@ -731,7 +543,7 @@ impl Board for FileBoard {
 
     fn read_index(&mut self) -> Result<Index> {
         self.op(None);
-        Ok(read_body(&index_path(&self.dir))?.unwrap_or_default())
+        Ok(format::read(&index_path(&self.dir))?.unwrap_or_default())
     }
 
     fn write_index(&mut self, index: &Index) -> Result<()> {
@@ -746,7 +558,7 @@ impl Board for FileBoard {
         if !self.host_dir_ready(false)? {
             return Ok(None);
         }
-        Ok(read_body::<HostCopy>(&path)?.map(|c| (c.index, c.read_at)))
+        Ok(format::read::<HostCopy>(&path)?.map(|c| (c.index, c.read_at)))
     }
 
     fn write_host_index(&mut self, host: &str, index: &Index, at: f64) -> Result<()> {
@@ -783,7 +595,7 @@ impl Board for FileBoard {
                 continue;
             };
             if rank != me
-                && let Ok(Some(w)) = read_body::<Option<Entry>>(&f.path())
+                && let Ok(Some(w)) = format::read::<Option<Entry>>(&f.path())
             {
                 wanted.push((rank, w));
             }

@@ -17,6 +17,7 @@
 use crate::error::{Error, Result};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::io;
 use std::path::Path;
 
 /// The version of the signal-file format written by this build.
@@ -109,6 +110,28 @@ pub enum Decoded<T> {
     /// midway, a size cached by the client, or garbage (why, in words).
     /// Under the file's lock, and again after fresh reads, this is corruption.
     Torn(String),
+}
+
+/// Read and decode the file at `path`: `None` when there is none.
+pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
+            return Err(Error::Corrupt {
+                path: path.to_owned(),
+                reason: "a directory, not a signal file".into(),
+            });
+        }
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    match decode_record::<T>(&bytes, path)? {
+        Decoded::Body(r) => Ok(Some(r.body)),
+        Decoded::Torn(why) => Err(Error::Corrupt {
+            path: path.to_owned(),
+            reason: why,
+        }),
+    }
 }
 
 /// Decode the bytes of the signal file at `path` (named in errors).

@@ -34,7 +34,7 @@
 //! # The boards of a run
 //!
 //! Every run has the shared board, `<signal_dir>/<job_id>.<n>`
-//! ([`file`](mod@file)), and, with `host_board` (the default in mode `Full`), one
+//! ([`file`](mod@file), its files laid out as [`layout`] says), and, with `host_board` (the default in mode `Full`), one
 //! board per host in its node-local directory ([`node`]),
 //! `<tmp>/soslb-<user id>-<hash>/board-<host>/`: the same protocol and
 //! formats, made by the host's lowest rank at init and removed by it at
@@ -74,6 +74,7 @@ pub type Wanted = Vec<(usize, Option<Entry>)>;
 pub mod file;
 pub mod format;
 pub mod fs;
+pub mod layout;
 #[cfg(feature = "emulate")]
 pub mod memory;
 pub mod node;
