@@ -121,6 +121,6 @@ for my $c (loops(\%module_edge, sort keys %modules)) {
     $failed = 1;
 }
 exit 0 unless $failed;
-print STDERR "check-layers: a file may import only from files below it (DESIGN.md section 10)\n";
+print STDERR "check-layers: a file, and a top-level module, may import only from those below it (DESIGN.md section 10)\n";
 exit 1;
 ' "$src"

@@ -1,6 +1,6 @@
 //! The policy's settings ([`crate::policy`]), taken from the config once at
 //! init: pure values, below the policy and the host transfers that read them.
-//! The policy re-exports them where they were (`policy::params::Params`).
+//! The policy re-exports them (`policy::Params`, `policy::params::Params`).
 //!
 //! ```
 //! use soslb::{Config, params::Params, policy};

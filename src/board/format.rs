@@ -1,6 +1,6 @@
 //! Signal-file bodies: RON behind a one-line header carrying the format
 //! version, a checksum, the body's length and a write sequence number
-//! (DESIGN §6).
+//! (DESIGN §6); [`read`] reads a signal file and checks its body.
 //!
 //! ```text
 //! // soslb-signal 3 fnv1a64=0123456789abcdef len=31 wseq=0
