@@ -370,9 +370,11 @@ impl FileBoard {
 
     /// Wait for the post in flight, keeping its result for [`Board::landed`].
     fn join_post(&mut self) {
-        let t = match self.in_flight.take() {
-            Some(InFlight::Writing(t)) => t,
-            landed => return self.in_flight = landed,
+        let writing = self
+            .in_flight
+            .take_if(|f| matches!(f, InFlight::Writing(_)));
+        let Some(InFlight::Writing(t)) = writing else {
+            return;
         };
         let posted = match t.join() {
             Ok((posted, second)) => {

@@ -34,8 +34,9 @@
 //! # The boards of a run
 //!
 //! Every run has the shared board, `<signal_dir>/<job_id>.<n>`
-//! ([`file`](mod@file), its files laid out as [`layout`] says), and, with `host_board` (the default in mode `Full`), one
-//! board per host in its node-local directory ([`node`]),
+//! ([`file`](mod@file), its files laid out as [`layout`] says), and, with
+//! `host_board` (the default in mode `Full`), one board per host in its
+//! node-local directory ([`node`]),
 //! `<tmp>/soslb-<user id>-<hash>/board-<host>/`: the same protocol and
 //! formats, made by the host's lowest rank at init and removed by it at
 //! finalize, after a failure too (unless `keep: true`). A late rank posts
