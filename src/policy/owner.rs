@@ -31,14 +31,15 @@ impl Rank {
             || self.phase != Phase::Running
             || self.owner.post_failures >= TRIES
             || self.asking.is_some()
-            || !self.trade.sends.is_empty()
         {
             return;
         }
-        self.trade.sends = self.trade.shedding.grown(self.excess(now), v);
         if self.trade.sends.is_empty() {
-            self.decide(now, v, remaining, tau);
+            self.trade.sends = self.trade.shedding.grown(self.excess(now), v);
         }
+        // Transfers to send wait for the decision's request, if any: a rank
+        // that gives at every check still looks at its SOS.
+        self.decide(now, v, remaining, tau);
     }
 
     /// The end a rank is late against. On slow shared storage, or for a
@@ -105,11 +106,10 @@ impl Rank {
         // The lease runs out before a claim could come back: claim now,
         // unless a look at the SOS is due (a refresh claims the front too).
         let look_due = self.owner.is_open() && now >= self.owner.next_look(&costs);
-        // A late rank without an SOS whose slots are on the other board
-        // claims them all back at once to post them anew ([`Rank::post`]).
-        let recall =
-            late && !self.owner.is_open() && self.ledger.pending_elsewhere(post_level).is_some();
-        if !self.ledger.pending.is_empty() && self.lease_short(now) && !look_due && !recall {
+        // A late rank without an SOS posts first (its slots on the other
+        // board, if any, claimed back at once: [`Rank::post`]).
+        let opens = late && !self.owner.is_open();
+        if !self.ledger.pending.is_empty() && self.lease_short(now) && !look_due && !opens {
             self.claim_front(now);
             return;
         }
