@@ -103,12 +103,12 @@ impl Rank {
                 || !shared_slow
                 || post_pays(reference, Level::Shared));
         let hasten = moves && shared_slow;
-        // The lease runs out before a claim could come back: claim now,
-        // unless a look at the SOS is due (a refresh claims the front too).
         let look_due = self.owner.is_open() && now >= self.owner.next_look(&costs);
-        // A late rank without an SOS posts first (its slots on the other
-        // board, if any, claimed back at once: [`Rank::post`]).
         let opens = late && !self.owner.is_open();
+        // The lease runs out before a claim could come back: claim now,
+        // unless a look at the SOS is due (a refresh claims the front too)
+        // or a late rank without an SOS posts (its slots on the other
+        // board, if any, claimed back at once: [`Rank::post`]).
         if !self.ledger.pending.is_empty() && self.lease_short(now) && !look_due && !opens {
             self.claim_front(now);
             return;
