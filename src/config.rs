@@ -204,11 +204,7 @@ pub const CONFIG_VAR: &str = "SOSLB_CONFIG";
 macro_rules! fields {
     ($($name:ident),* $(,)?) => {
         /// The names of the fields, as in the file (`SOSLB_` + upper case in the environment).
-        #[cfg(not(feature = "emulate"))]
-        pub const FIELDS: &[&str] = &[$(stringify!($name)),*];
-        /// The names of the fields, as in the file (`SOSLB_` + upper case in the environment).
-        #[cfg(feature = "emulate")]
-        pub const FIELDS: &[&str] = &[$(stringify!($name),)* "emulate"];
+        pub const FIELDS: &[&str] = &[$(stringify!($name),)* #[cfg(feature = "emulate")] "emulate"];
 
         impl Config {
             fn set_field(&mut self, field: &str, text: &str) -> std::result::Result<bool, String> {
@@ -254,12 +250,6 @@ fields!(
     progress,
 );
 
-/// Why a build without the `emulate` feature refuses an `emulate` section.
-#[cfg(not(feature = "emulate"))]
-const NO_EMULATION: &str = "this build of soslb has no emulation: the `emulate` section \
-    (emulated speeds, hosts, sites and storage delays, for tests and benchmarks) needs soslb \
-    built with the cargo feature `emulate` (cargo build --release --features emulate)";
-
 /// The fields that moved into the `emulate` section, and their names there.
 const MOVED: [(&str, &str); 4] = [
     ("emulate_speed", "speed"),
@@ -273,7 +263,12 @@ const MOVED: [(&str, &str); 4] = [
 fn unknown_field(found: &str) -> Option<String> {
     #[cfg(not(feature = "emulate"))]
     if found == "emulate" {
-        return Some(NO_EMULATION.into());
+        return Some(
+            "this build of soslb has no emulation: the `emulate` section (emulated speeds, \
+             hosts, sites and storage delays, for tests and benchmarks) needs soslb built with \
+             the cargo feature `emulate` (cargo build --release --features emulate)"
+                .into(),
+        );
     }
     let (_, new) = MOVED.iter().find(|(old, _)| *old == found)?;
     Some(format!(
