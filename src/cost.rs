@@ -39,7 +39,9 @@
 //!   owners nobody helps leave the storage alone;
 //! - **lease**: an own period of work, no more than the rank computes by
 //!   the job's forecast end less [`RISK`] spreads, no less than two claims'
-//!   worth (the next claim comes while it computes);
+//!   worth (the next claim comes while it computes); a late rank whose
+//!   lease exceeds that by a post threshold's worth of work posts the
+//!   excess again;
 //! - **slots**: a post cuts its tail into slots of one lease, one lease,
 //!   then growing by [`GROWTH`] up to the share a helper takes (split
 //!   among the helpers the SOS may expect, no smaller than a helper's own
@@ -54,7 +56,9 @@
 //!   looks at ([`claim_reads`]);
 //! - **share**: what a helper computes by the common end of owner and
 //!   helpers, capped by the job's forecast end ([`crate::plan::share`]);
-//!   a slot is claimed only if its work at the owner's speed is worth a
+//!   its slots are chosen in time (ids past the share delay the helper,
+//!   ids short of it the faster of the owner and a helper like it), and a
+//!   slot is claimed only if its work at the owner's speed is worth a
 //!   claim; on a host's board an owner alone with more than [`LEAST_IDS`]
 //!   ids' worth of the helper's time beyond a steal always gets one id;
 //! - **giving up**: a write the storage refuses [`TRIES`] times in a row is

@@ -578,7 +578,7 @@ fn nearby_helpers_go_first_and_far_ones_come_when_needed() {
 fn a_destroyed_sos_record_loses_nothing_and_duplicates_nothing() {
     let s = scenario(8, 3000, vec![1.0], None, Some((1.0, 7)));
     let mut reported = Vec::new();
-    for at in [1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0, 3.25, 3.5] {
+    for at in [1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0, 3.25, 3.5, 3.625, 3.75] {
         let opts = Options {
             corrupt: Some((at, 7)),
             ..Options::default()

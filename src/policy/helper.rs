@@ -112,12 +112,13 @@ impl Ask {
 
     /// The slots to claim for a share of `p`, less those in `taken`: from
     /// the back (the owner takes from the front), each helper starting at
-    /// its own place, each slot that brings
-    /// the ids taken nearer the share without ending the helper after the
-    /// owner alone would end, while its work at the owner's speed is worth
-    /// a claim. An idle helper at least as fast as the owner whose share
-    /// fits no slot takes the smallest that ends it before the owner alone
-    /// would.
+    /// its own place, each slot that brings the share's end nearer, in time:
+    /// ids past the share delay the helper at its speed, ids short of it
+    /// are left to the owner or to a helper as fast as this one, whichever
+    /// is faster. No slot ends the helper after the owner alone would end,
+    /// and each is worth a claim at the owner's speed. An idle helper at
+    /// least as fast as the owner whose share fits no slot takes the
+    /// smallest that ends it before the owner alone would.
     pub fn slots(&self, p: &Post, taken: &[Slot]) -> Vec<Slot> {
         let k = self.share(p, taken) as f64;
         let (vh, vj) = (self.input.helper_speed.max(1e-9), p.speed.max(1e-9));
@@ -144,7 +145,8 @@ impl Ask {
             if got >= k || (!out.is_empty() && n / vj < self.claim_cost) {
                 break;
             }
-            if (got + n - k).abs() < k - got && got + n <= most {
+            let sooner = got + n <= k || (got + n - k) / vh < (k - got) / vj.max(vh);
+            if sooner && got + n <= most {
                 got += n;
                 out.push((*s).clone());
             }
@@ -447,6 +449,17 @@ mod tests {
             i.busy_for = 0.1;
         });
         assert!(busy.slots(&p, &[]).is_empty());
+        // A helper at half the owner's speed, 30 ids wanted: a slot of 50
+        // would end it 4 s past its share, the 30 short of it end the owner
+        // 3 s later: none. 40 wanted: 2 s against 4 s, the slot.
+        let slower = |job_left| {
+            ask_with(|i| {
+                i.helper_speed = 5.0;
+                i.job_left = job_left;
+            })
+        };
+        assert!(slower(6.0).slots(&p, &[]).is_empty());
+        assert_eq!(slower(8.0).slots(&p, &[]).len(), 1);
         // Slots whose work at the owner's speed is less than a claim's
         // cost are left after the first.
         let dear = Ask {

@@ -114,11 +114,10 @@ impl Rank {
             return;
         }
         // A lease longer than the rank can compute by the job's end (it
-        // slowed down, or the end came closer) by two own periods goes back
-        // into slots, for helpers.
-        let period = costs.own_period(level, 0);
+        // slowed down, or the end came closer) by lateness worth a post goes
+        // back into slots, for helpers.
         let excess = (self.ledger.lease.len()).saturating_sub(self.can_compute(now));
-        let give_back = late && excess > 0 && excess as f64 >= 2.0 * v * period;
+        let give_back = late && excess > 0 && excess as f64 >= v * costs.post_threshold(level);
         if self.owner.is_open() && now < self.owner.next_look(&costs) && !give_back && !hasten {
             return;
         }
