@@ -118,7 +118,7 @@ impl Rank {
         // back into slots, for helpers.
         let excess = (self.ledger.lease.len()).saturating_sub(self.can_compute(now));
         let give_back = late && excess > 0 && excess as f64 >= v * costs.post_threshold(level);
-        if self.owner.is_open() && now < self.owner.next_look(&costs) && !give_back && !hasten {
+        if self.owner.is_open() && !look_due && !give_back && !hasten {
             return;
         }
         self.owner.last_look = now;
