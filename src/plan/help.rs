@@ -40,9 +40,10 @@ pub struct ShareInput {
     /// Ids that may be taken: the unleased tail.
     pub available: u64,
     /// Seconds until the job's forecast end (every rank's remaining work
-    /// over their summed speed; infinite when unknown): a helper takes no
-    /// more than it can compute by then, so that the idle ranks still to
-    /// come find work too.
+    /// over their summed speed; infinite when unknown; the policy floors an
+    /// end already past at half a check interval): a helper takes no more
+    /// than it can compute by then, so that the idle ranks still to come
+    /// find work too.
     pub job_left: f64,
     /// Seconds a steal takes (storage operations): the share starts no
     /// sooner, and is nothing when not worth it.
@@ -75,9 +76,8 @@ pub struct ShareInput {
 /// The number of ids a helper takes; zero means "do not take".
 ///
 /// The policy sets a common end `k/v_h` seconds away; it is capped by the
-/// job's forecast end ([`ShareInput::job_left`], ignored once past: it is
-/// stale until the next wave), so that the first helpers leave work for the
-/// idle ranks still to come, and the share is what the helper computes in
+/// job's forecast end ([`ShareInput::job_left`]), so that the first
+/// helpers leave work for the idle ranks still to come, and the share is what the helper computes in
 /// that time once the steal is done and its own work
 /// ([`ShareInput::busy_for`]) is. An owner with more than three steals'
 /// worth of work alone gets a share of up to four steals' worth of work
@@ -199,22 +199,18 @@ impl<'a> Sizing<'a> {
         let mut end = k / vh;
         // Every share ends at least two steals away.
         let least_end = 2.0 * s.steal_cost;
-        // Seconds to the job's forecast end (infinite while unknown).
-        let mut job_end = f64::INFINITY;
-        // A forecast end already past is stale (the next wave renews it).
-        if s.job_left > 0.0 {
-            // The forecast end counts no steal: a share may end one steal
-            // past it, unless the steal passes while the helper computes.
-            let steal = (s.steal_cost - s.busy_for).max(0.0);
-            let to_end = s.job_left + steal;
-            job_end = to_end.max(least_end);
-            let mut cap = to_end - s.risk.max(0.0);
-            if s.near_helpers > 0.0 {
-                let to_come = (s.near_helpers - n).max(1.0);
-                cap = cap.max(self.common_end(to_come * vh, 0.0));
-            }
-            end = end.min(cap.max(least_end));
+        // Seconds to the job's forecast end (infinite while unknown). It
+        // counts no steal: a share may end one steal past it, unless the
+        // steal passes while the helper computes.
+        let steal = (s.steal_cost - s.busy_for).max(0.0);
+        let to_end = s.job_left + steal;
+        let job_end = to_end.max(least_end);
+        let mut cap = to_end - s.risk.max(0.0);
+        if s.near_helpers > 0.0 {
+            let to_come = (s.near_helpers - n).max(1.0);
+            cap = cap.max(self.common_end(to_come * vh, 0.0));
         }
+        end = end.min(cap.max(least_end));
         // An owner alone (no other helper at work, or a dear steal) with
         // more than three steals' worth of work gets four steals' worth
         // from a helper at least as fast: a steal is worth its cost. But
@@ -301,9 +297,9 @@ mod tests {
         let mut slow = s.clone();
         slow.helper_speed = 20.0;
         assert_eq!(share(HelpPolicy::Balanced, &slow), 8);
-        // A forecast end already past is stale: the policy's share, which
-        // starts once the steal is done, and ends with the owner.
-        s.job_left = -5.0;
+        // The job's end unknown: the policy's share, which starts once the
+        // steal is done, and ends with the owner.
+        s.job_left = f64::INFINITY;
         let k = share(HelpPolicy::Balanced, &s);
         assert_eq!(k, 194);
         let (owner_ends, helper_ends) = ((300.0 - k as f64) / 25.0, 0.4 + k as f64 / 50.0);
