@@ -77,9 +77,9 @@ pub struct ShareInput {
 ///
 /// The policy sets a common end `k/v_h` seconds away; it is capped by the
 /// job's forecast end ([`ShareInput::job_left`]), so that the first
-/// helpers leave work for the idle ranks still to come, and the share is what the helper computes in
-/// that time once the steal is done and its own work
-/// ([`ShareInput::busy_for`]) is. An owner with more than three steals'
+/// helpers leave work for the idle ranks still to come, and the share is
+/// what the helper computes in that time once the steal is done and its
+/// own work ([`ShareInput::busy_for`]) is. An owner with more than three steals'
 /// worth of work alone gets a share of up to four steals' worth of work
 /// from a helper at least as fast as itself, ending by the job's forecast
 /// end, unless other helpers still work on its SOS and the steal is cheap
