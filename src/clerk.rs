@@ -116,7 +116,7 @@ impl Clerk {
                 claim,
             } => {
                 let board = on(level, shared, host.as_deref_mut());
-                match self.claim_own(&front, &claim, false, board) {
+                match self.claim_own(&front, &claim, (false, u64::MAX), board) {
                     Outcome::Claimed { won, lost } => self.refresh(&entry, sos, (won, lost), board),
                     failed => failed,
                 }
@@ -126,9 +126,10 @@ impl Clerk {
                 slots,
                 claim,
                 listed,
+                most,
             } => {
                 let board = on(level, shared, host.as_deref_mut());
-                self.claim_own(&slots, &claim, listed, board)
+                self.claim_own(&slots, &claim, (listed, most), board)
             }
             Request::Withdraw { level, seq } => {
                 self.withdraw(seq, on(level, shared, host.as_deref_mut()))
@@ -215,15 +216,16 @@ impl Clerk {
     }
 
     /// Claim the rank's own `slots`, sent together; `listed`: those the
-    /// claims listed first name are lost without a claim. A claim that neither
-    /// wins nor loses (the claim directory cannot be written) leaves the
-    /// slot's ids nobody's: after a second try, the rank fails, naming the
-    /// file.
+    /// claims listed first name are lost without a claim; `most`: the slots
+    /// not listed are claimed front first until they hold that many ids. A
+    /// claim that neither wins nor loses (the claim directory cannot be
+    /// written) leaves the slot's ids nobody's: after a second try, the
+    /// rank fails, naming the file.
     fn claim_own(
         &mut self,
         slots: &[Slot],
         claim: &Claim,
-        listed: bool,
+        (listed, most): (bool, u64),
         board: &mut dyn Board,
     ) -> Outcome {
         let (mut won, mut lost) = (Vec::new(), Vec::new());
@@ -236,8 +238,14 @@ impl Clerk {
         if self.over() && !listed {
             return Outcome::Claimed { won, lost };
         }
-        let (known, new): (Vec<&Slot>, Vec<&Slot>) =
+        let (known, mut new): (Vec<&Slot>, Vec<&Slot>) =
             slots.iter().partition(|s| names.iter().any(|n| s.named(n)));
+        let mut ids = 0;
+        new.retain(|s| {
+            let wanted = ids < most;
+            ids += s.len();
+            wanted
+        });
         for s in known {
             let by = self.claimant(s, board);
             lost.push((s.clone(), by));

@@ -18,8 +18,10 @@
 //! renames and reads back the index; a refresh looks at the back slot's
 //! claim and writes the SOS aside and renames it; a claim is one exclusive
 //! create (an owner's claims of its own slots go together and take one
-//! claim's time); a steal reads the index and an SOS and claims. The rank
-//! never waits for these: its clerk makes them while it computes.
+//! claim's time; after a claim that lost them all, the owner lists its
+//! claims first, one operation, as a helper does after a lost claim); a
+//! steal reads the index and an SOS and claims. The rank never waits for
+//! these: its clerk makes them while it computes.
 //!
 //! From these:
 //!

@@ -2,7 +2,7 @@
 //! operations: owners and helpers are step machines over real `FileBoard`s
 //! in a temporary directory (one handle per rank), and a random scheduler
 //! interleaves their steps: post an SOS, read one, claim a slot, look at a
-//! claim, or compute one id. Helpers act on what they last read, however
+//! claim, list the claims, or compute one id. Helpers act on what they last read, however
 //! stale; owners post anew, withdraw and claim their own slots as they go.
 //! Every id of every owner must end up computed exactly once, and the
 //! checker must catch a board whose claims are plain creates.
@@ -130,7 +130,7 @@ impl Owner {
 
     /// One step; `Ok(true)` when it computed an id (`done` gets it).
     fn step(&mut self, rng: &mut Rng, done: &mut Vec<u64>) -> Result<(), String> {
-        match rng.below(6) {
+        match rng.below(7) {
             0 if !self.lease.is_empty() => self.post(rng),
             1 if self.open => {
                 self.open = false;
@@ -148,6 +148,7 @@ impl Owner {
                 Ok(())
             }
             3 | 4 if self.lease.is_empty() && !self.pending.is_empty() => self.claim_front(),
+            5 if !self.pending.is_empty() => self.list_claims(),
             _ => {
                 if let Some(r) = self.lease.pop_chunk(1) {
                     done.push(r.start);
@@ -155,6 +156,14 @@ impl Owner {
                 Ok(())
             }
         }
+    }
+
+    /// A listing of its claims, after a front claim lost: a slot listed is
+    /// a helper's.
+    fn list_claims(&mut self) -> Result<(), String> {
+        let names = self.board.claimed(self.rank).map_err(|e| e.to_string())?;
+        self.pending.retain(|s| !names.iter().any(|n| s.named(n)));
+        Ok(())
     }
 
     fn claim_front(&mut self) -> Result<(), String> {

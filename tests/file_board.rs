@@ -381,6 +381,57 @@ fn a_post_that_fails_is_taken_out_of_the_index() {
     assert_eq!(board.read_index().unwrap(), Index::default());
 }
 
+/// An owner that lost its front claims lists its claims before it claims
+/// again: the slots listed are lost without a claim of their own, and of
+/// the others only the first ones up to `most` ids are claimed.
+#[test]
+fn a_listed_front_claim_skips_the_slots_taken_and_claims_only_what_it_needs() {
+    use soslb::clerk::Clerk;
+    use soslb::policy::{Outcome, Params, Rank, Request};
+    use soslb::protocol::Level;
+    use soslb::topology::{Sites, Topology};
+    let job = TempJob::new();
+    let topology = Topology::new(vec!["n1".into(); 2], &Sites::Single);
+    let params = Params::from(&soslb::Config::default());
+    let mut clerk = Clerk::new(&Rank::new(0, 1000, params, topology));
+    let (mut owner, mut helper) = (job.open(0), job.open(1));
+    let slots = cut(&IdSet::from_range(0..20), 1, 0, &[2, 3, 4, 5, 6]);
+    owner.post(&open_sos(0, 1, slots.clone())).unwrap();
+    for s in &slots[..2] {
+        assert_eq!(helper.claim(&claim(0, s, 1)).unwrap(), Claimed::Won);
+    }
+    let ops = owner.ops();
+    let reply = clerk.serve(
+        Request::Claim {
+            level: Level::Shared,
+            slots: slots.clone(),
+            claim: claim(0, &slots[0], 0),
+            listed: true,
+            most: 6,
+        },
+        &mut owner,
+    );
+    let Outcome::Claimed { won, lost } = reply.outcome else {
+        panic!("{reply:?}");
+    };
+    assert_eq!(
+        won,
+        slots[2..4].to_vec(),
+        "4 ids, then 5: the first free up to 6"
+    );
+    let lost: Vec<Slot> = lost.into_iter().map(|(s, _)| s).collect();
+    assert_eq!(lost, slots[..2].to_vec());
+    // The listing, a read of one claimant, and two claims: no claim lost.
+    assert_eq!(owner.ops() - ops, 4);
+    for s in &slots[4..] {
+        assert_eq!(
+            helper.claim(&claim(0, s, 1)).unwrap(),
+            Claimed::Won,
+            "not claimed"
+        );
+    }
+}
+
 /// A post in flight that fails says so when it lands, naming the file.
 #[test]
 fn a_post_in_flight_that_fails_is_an_error_when_it_lands() {

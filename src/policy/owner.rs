@@ -467,41 +467,62 @@ impl Rank {
         );
     }
 
+    /// Ids of the front pending slots to claim: what the lease lacks of a
+    /// lease's worth, at least one.
+    fn front_target(&self, now: f64) -> u64 {
+        (self.lease_len(now))
+            .saturating_sub(self.ledger.lease.len())
+            .max(1)
+    }
+
     /// The front pending slots, up to a lease's worth, on the board of the
     /// front one.
     fn front_slots(&self, now: f64) -> Vec<Slot> {
-        let target = (self.lease_len(now))
-            .saturating_sub(self.ledger.lease.len())
-            .max(1);
-        self.ledger.front(target)
+        self.ledger.front(self.front_target(now))
     }
 
     /// Claim the front pending slots, up to a lease's worth, on the board
-    /// of the front one.
+    /// of the front one. After a front claim lost, the claims are listed
+    /// first, as a helper lists them after a lost claim: the helpers that
+    /// took one front slot may have taken the next ones too, and each
+    /// claim lost would cost the rank its time.
     pub(super) fn claim_front(&mut self, now: f64) {
         let Some(level) = self.ledger.front_level() else {
             return;
         };
+        if std::mem::take(&mut self.owner.front_lost) {
+            let slots = self.ledger.front(u64::MAX);
+            let most = self.front_target(now);
+            self.claim_slots(now, level, slots, (true, most));
+            return;
+        }
         let slots = self.front_slots(now);
-        self.claim_slots(now, level, slots, false);
+        self.claim_slots(now, level, slots, (false, u64::MAX));
     }
 
     /// Claim every pending slot on `level`'s board (an SOS that moves);
     /// `listed`: see [`Request::Claim`].
     pub(super) fn claim_all(&mut self, now: f64, level: Level, listed: bool) {
         let slots = self.ledger.pending_on(level).cloned().collect();
-        self.claim_slots(now, level, slots, listed);
+        self.claim_slots(now, level, slots, (listed, u64::MAX));
     }
 
     /// Claim `slots` of the open SOS back, to cut them anew at once.
     fn claim_back(&mut self, now: f64, slots: Vec<Slot>) {
         self.owner.recut = true;
         self.next_check = now;
-        self.claim_slots(now, self.owner.level, slots, false);
+        self.claim_slots(now, self.owner.level, slots, (false, u64::MAX));
     }
 
-    /// Claim `slots` on `level`'s board; `listed`: see [`Request::Claim`].
-    fn claim_slots(&mut self, now: f64, level: Level, slots: Vec<Slot>, listed: bool) {
+    /// Claim `slots` on `level`'s board; `listed` and `most`: see
+    /// [`Request::Claim`].
+    fn claim_slots(
+        &mut self,
+        now: f64,
+        level: Level,
+        slots: Vec<Slot>,
+        (listed, most): (bool, u64),
+    ) {
         let claim = self.claim_template(now);
         self.ask(
             Request::Claim {
@@ -509,6 +530,7 @@ impl Rank {
                 slots,
                 claim,
                 listed,
+                most,
             },
             Asking::Claim { level },
         );
@@ -582,5 +604,69 @@ impl Rank {
             job_end: self.job.end,
             shared: !self.trade.trading,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::request::{Outcome, Reply};
+    use super::*;
+    use crate::params::Params;
+    use crate::topology::{Sites, Topology};
+
+    /// Rank 0 of 2 (its block 0..50) whose last 30 ids are pending in six
+    /// slots of 5 on the shared board.
+    fn owner() -> Rank {
+        let topology = Topology::new(vec!["h".into(); 2], &Sites::Single);
+        let mut rank = Rank::new(0, 100, Params::from(&crate::Config::default()), topology);
+        let tail = rank.ledger.lease.take_back(30);
+        rank.ledger
+            .add_pending(Level::Shared, cut(&tail, 1, 0, &[5; 6]));
+        rank
+    }
+
+    /// The claim of front slots the rank asks for now: slots, listed, most.
+    fn front_claim(rank: &mut Rank) -> (Vec<Slot>, bool, u64) {
+        rank.claim_front(1.0);
+        match rank.outbox.take() {
+            Some(Request::Claim {
+                slots,
+                listed,
+                most,
+                ..
+            }) => (slots, listed, most),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn claimed(rank: &mut Rank, won: Vec<Slot>, lost: &[Slot]) {
+        let lost = lost.iter().map(|s| (s.clone(), None)).collect();
+        let reply = Reply {
+            outcome: Outcome::Claimed { won, lost },
+            seconds: None,
+            ops: [1, 0],
+            looks: (0, 0),
+            errors: Vec::new(),
+        };
+        rank.reply(reply).unwrap();
+    }
+
+    #[test]
+    fn an_owner_that_lost_its_front_claims_lists_the_claims_before_the_next() {
+        let mut rank = owner();
+        let (front, listed, most) = front_claim(&mut rank);
+        assert_eq!((front.len(), listed, most), (1, false, u64::MAX));
+        // A helper had it: the next claim lists first, offers every front
+        // slot left, and claims no more than the first one needed.
+        claimed(&mut rank, Vec::new(), &front);
+        let (slots, listed, most) = front_claim(&mut rank);
+        assert!(listed);
+        assert_eq!(slots.len(), 5, "{slots:?}");
+        assert!(!slots.contains(&front[0]));
+        assert_eq!(most, 1);
+        // Won: the claims after it are plain again.
+        claimed(&mut rank, slots[..1].to_vec(), &[]);
+        let (slots, listed, most) = front_claim(&mut rank);
+        assert_eq!((slots.len(), listed, most), (1, false, u64::MAX));
     }
 }

@@ -40,6 +40,7 @@ impl Rank {
                 self.owner.refreshed(front > 0 || !ids.is_empty());
             }
             (Asking::Claim { level }, Outcome::Claimed { won, lost }) => {
+                self.owner.front_lost = won.is_empty() && !lost.is_empty();
                 let ids = self.claimed(level, won, lost);
                 self.ledger.lease.extend(&ids);
             }

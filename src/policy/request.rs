@@ -50,8 +50,11 @@ pub enum Request {
         claim: Claim,
         /// List the claims of this rank's slots first: a slot listed is a
         /// helper's without a claim of its own (the last look, when every
-        /// slot left is a helper's).
+        /// slot left is a helper's; a front claim lost).
         listed: bool,
+        /// Claim the slots not found listed, front first, until they hold
+        /// this many ids (`u64::MAX`: all of them).
+        most: u64,
     },
     /// Close the SOS `seq` and take it out of `level`'s index; its slots
     /// not claimed stay the owner's to claim.

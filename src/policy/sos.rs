@@ -20,6 +20,8 @@ pub(super) struct Owner {
     pub(super) post_failures: u32,
     /// Slots were claimed back to be cut anew: the next check posts.
     pub(super) recut: bool,
+    /// The last claim of front slots lost them all: the next lists first.
+    pub(super) front_lost: bool,
     /// Refreshes in a row that found no new claim.
     quiet: u32,
     /// When a check last consulted the rank's own SOS.
@@ -35,6 +37,7 @@ impl Default for Owner {
             helped: Vec::new(),
             post_failures: 0,
             recut: false,
+            front_lost: false,
             quiet: 0,
             last_look: f64::NEG_INFINITY,
         }

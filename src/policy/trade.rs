@@ -74,6 +74,7 @@ impl Rank {
                     slots,
                     claim,
                     listed: false,
+                    most: u64::MAX,
                 },
                 Asking::Give { level, sends },
             );
