@@ -2,8 +2,9 @@
 //! operations: owners and helpers are step machines over real `FileBoard`s
 //! in a temporary directory (one handle per rank), and a random scheduler
 //! interleaves their steps: post an SOS, read one, claim a slot, look at a
-//! claim, list the claims, or compute one id. Helpers act on what they last read, however
-//! stale; owners post anew, withdraw and claim their own slots as they go.
+//! claim, list the claims, or compute one id. Helpers act on what they
+//! last read, however stale; owners post anew, withdraw and claim their own
+//! slots as they go.
 //! Every id of every owner must end up computed exactly once, and the
 //! checker must catch a board whose claims are plain creates.
 

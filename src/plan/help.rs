@@ -79,12 +79,12 @@ pub struct ShareInput {
 /// job's forecast end ([`ShareInput::job_left`]), so that the first
 /// helpers leave work for the idle ranks still to come, and the share is
 /// what the helper computes in that time once the steal is done and its
-/// own work ([`ShareInput::busy_for`]) is. An owner with more than three steals'
-/// worth of work alone gets a share of up to four steals' worth of work
-/// from a helper at least as fast as itself, ending by the job's forecast
-/// end, unless other helpers still work on its SOS and the steal is cheap
-/// ([`ShareInput::dear_steal`]). The common end never
-/// comes after the owner alone would finish. An idle helper on the owner's
+/// own work ([`ShareInput::busy_for`]) is. An owner with more than three
+/// steals' worth of work alone gets a share of up to four steals' worth of
+/// work from a helper at least as fast as itself, ending by the job's
+/// forecast end, unless other helpers still work on its SOS and the steal
+/// is cheap ([`ShareInput::dear_steal`]). The common end never comes after
+/// the owner alone would finish. An idle helper on the owner's
 /// host board takes at least one id when that pays
 /// ([`ShareInput::least_one`]). The share is rounded to the whole id that
 /// ends helper and owner sooner: one id more costs the helper `(1 − f)/v_h`

@@ -20,7 +20,8 @@ pub(super) struct Owner {
     pub(super) post_failures: u32,
     /// Slots were claimed back to be cut anew: the next check posts.
     pub(super) recut: bool,
-    /// The last claim of front slots lost them all: the next lists first.
+    /// The last claim of own slots lost every one: the next claim of the
+    /// front lists the claims first.
     pub(super) front_lost: bool,
     /// Refreshes in a row that found no new claim.
     quiet: u32,
