@@ -48,7 +48,9 @@
 //!   then growing by [`GROWTH`] up to the share a helper takes (split
 //!   among the helpers the SOS may expect, no smaller than a helper's own
 //!   period of work), in slots of that share at the back, where helpers
-//!   take first;
+//!   take first; a give-back on a slow board first claims back the smaller
+//!   pending slots (earlier posts' fronts, a claim each for a share among
+//!   them) and cuts them anew with its ids;
 //! - **look ahead**: a rank asks for its next share one steal before its
 //!   work runs out; early looks (sites, DESIGN §7) are spaced by the job's
 //!   share of [`EARLY_LOOKS`];

@@ -127,7 +127,8 @@ impl Rank {
 
     /// What a check does: post, withdraw (`hasten`: to the shared board at
     /// once; `moves`: to the other board), post again (`give_back`: part of
-    /// the lease back into slots; or slots to cut anew), claim back or
+    /// the lease back into slots, on a slow board after the small pending
+    /// slots are claimed back; or slots to cut anew), claim back or
     /// refresh an open SOS, or look for help ahead.
     fn act(
         &mut self,
@@ -143,6 +144,9 @@ impl Rank {
             (true, false) => self.post(now, v, tau),
             (true, true) if hasten => self.withdraw(tau, true),
             (true, true) if moves => self.withdraw(tau, false),
+            (true, true) if give_back && !self.owner.recut && !self.fragments().is_empty() => {
+                self.claim_back(now, self.fragments())
+            }
             (true, true) if give_back || std::mem::take(&mut self.owner.recut) => {
                 self.post(now, v, tau)
             }
@@ -313,6 +317,25 @@ impl Rank {
         } else {
             Vec::new()
         }
+    }
+
+    /// The pending slots a give-back on a slow board claims back first, to
+    /// cut them anew with its ids: those smaller than the largest, when more
+    /// than one. They are the front slots of earlier posts, and a share
+    /// among them would cost a claim each, an operation's time there; cut
+    /// anew, the SOS has a post's slots again.
+    fn fragments(&self) -> Vec<Slot> {
+        let level = self.owner.level;
+        if !self.costs().slow(level) {
+            return Vec::new();
+        }
+        let mine: Vec<&Slot> = self.ledger.pending_on(level).collect();
+        let largest = mine.iter().map(|s| s.len()).max().unwrap_or(0);
+        let small: Vec<Slot> = (mine.into_iter())
+            .filter(|s| s.len() < largest)
+            .cloned()
+            .collect();
+        if small.len() > 1 { small } else { Vec::new() }
     }
 
     /// The size of a helper's slot when `n` more ids are offered, `help`
@@ -649,6 +672,45 @@ mod tests {
             errors: Vec::new(),
         };
         rank.reply(reply).unwrap();
+    }
+
+    #[test]
+    fn a_give_back_on_slow_storage_claims_the_small_slots_back_first() {
+        // An open SOS on the shared board (no host board) whose last 30 ids
+        // are pending in slots of 2, 2, 4, 11 and 11 ids, storage
+        // operations taking `op` seconds.
+        let fragmented = |op: f64| {
+            let mut rank = owner();
+            let pending = rank.ledger.pending_ids();
+            rank.ledger.pending.clear();
+            rank.ledger
+                .add_pending(Level::Shared, cut(&pending, 1, 0, &[2, 2, 4, 11, 11]));
+            rank.owner.sos = Some(Entry {
+                rank: 0,
+                seq: 1,
+                forecast: 9.0,
+                opened_at: 0.5,
+                speed: 10.0,
+            });
+            rank.owner.last_seq = 1;
+            rank.params.host_board = false;
+            rank.timings.observe(op, [1, 0], (0, 0));
+            rank
+        };
+        let give_back = (false, false, true);
+        let mut slow = fragmented(0.2);
+        slow.act(1.0, 10.0, 9.0, 50, true, give_back);
+        match slow.outbox.take() {
+            Some(Request::Claim { slots, .. }) => {
+                assert_eq!(slots.iter().map(Slot::len).collect::<Vec<_>>(), [2, 2, 4]);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Fast storage: the small slots cost no time to claim, and the
+        // give-back posts at once.
+        let mut fast = fragmented(0.0005);
+        fast.act(1.0, 10.0, 9.0, 50, true, give_back);
+        assert!(matches!(fast.outbox.take(), Some(Request::Post { .. })));
     }
 
     #[test]
