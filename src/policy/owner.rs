@@ -144,9 +144,10 @@ impl Rank {
             (true, false) => self.post(now, v, tau),
             (true, true) if hasten => self.withdraw(tau, true),
             (true, true) if moves => self.withdraw(tau, false),
-            (true, true) if give_back && !self.owner.recut && !self.fragments().is_empty() => {
-                self.claim_back(now, self.fragments())
-            }
+            (true, true) if give_back && !self.owner.recut => match self.fragments() {
+                slots if !slots.is_empty() => self.claim_back(now, slots),
+                _ => self.post(now, v, tau),
+            },
             (true, true) if give_back || std::mem::take(&mut self.owner.recut) => {
                 self.post(now, v, tau)
             }
@@ -329,10 +330,9 @@ impl Rank {
         if !self.costs().slow(level) {
             return Vec::new();
         }
-        let mine: Vec<&Slot> = self.ledger.pending_on(level).collect();
-        let largest = mine.iter().map(|s| s.len()).max().unwrap_or(0);
-        let small: Vec<Slot> = (mine.into_iter())
-            .filter(|s| s.len() < largest)
+        let largest = self.ledger.pending_on(level).map(Slot::len).max();
+        let small: Vec<Slot> = (self.ledger.pending_on(level))
+            .filter(|s| Some(s.len()) < largest)
             .cloned()
             .collect();
         if small.len() > 1 { small } else { Vec::new() }
