@@ -20,25 +20,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// Why a cluster cannot be made here, if it cannot.
 fn unavailable() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root: namespaces and mounts need root".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse does not exist".into());
-    }
-    for tool in ["bindfs", "unshare", "nsenter", "findmnt"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            return Some(format!(
-                "`{tool}` is not installed (scripts/test.sh and scripts/cluster.sh install it)"
-            ));
-        }
-    }
-    None
+    common::fuse_unavailable(
+        &["bindfs", "unshare", "nsenter", "findmnt"],
+        "scripts/test.sh and scripts/cluster.sh install it",
+    )
 }
 
 /// Skip visibly, or fail where the cluster is required (CI).

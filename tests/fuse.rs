@@ -24,23 +24,9 @@ use std::process::{Command, Output};
 
 /// Why FUSE views cannot be made here, if they cannot.
 fn unavailable() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root: mount namespaces and bind mounts need root".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse does not exist".into());
-    }
-    for tool in ["bindfs", "unshare", "mount", "umount"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            return Some(format!(
-                "`{tool}` is not installed (apt-get install bindfs)"
-            ));
-        }
+    let tools = ["bindfs", "unshare", "mount", "umount"];
+    if let Some(why) = common::fuse_unavailable(&tools, "apt-get install bindfs") {
+        return Some(why);
     }
     let probe = Command::new("unshare")
         .args(["-m", "--propagation", "private", "true"])

@@ -227,3 +227,22 @@ pub fn kill_tree(child: &mut std::process::Child) {
         assert!(!alive, "process {p} of the killed job still runs");
     }
 }
+
+/// Why FUSE views cannot be made here, if they cannot: not root, no
+/// `/dev/fuse`, or one of `tools` missing (`hint` says what installs it).
+pub fn fuse_unavailable(tools: &[&str], hint: &str) -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root: mount namespaces and bind mounts need root".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse does not exist".into());
+    }
+    let missing = tools.iter().find(|tool| {
+        !Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    missing.map(|tool| format!("`{tool}` is not installed ({hint})"))
+}
