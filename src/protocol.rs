@@ -69,11 +69,10 @@ impl Slot {
         format!("{}.{}", self.seq, self.index)
     }
 
-    /// Whether `name` (of a claim file) is this slot's.
+    /// Whether `name` (of a claim file) is this slot's: exactly its
+    /// [`Slot::file_name`] (a stray `03.2` is not slot 3.2's claim).
     pub fn named(&self, name: &str) -> bool {
-        name.split_once('.').is_some_and(|(seq, index)| {
-            seq.parse() == Ok(self.seq) && index.parse() == Ok(self.index)
-        })
+        name == self.file_name()
     }
 }
 
@@ -260,6 +259,7 @@ mod tests {
         assert!(slots.iter().all(|s| s.seq == 3));
         assert_eq!(slots[0].claim_name(7), "7/3.2");
         assert!(slots[0].named("3.2") && !slots[0].named("3.20") && !slots[0].named("x"));
+        assert!(!slots[0].named("03.2") && !slots[0].named("+3.2") && !slots[0].named("3.02"));
         assert!(cut(&IdSet::new(), 1, 0, &[5]).is_empty());
         assert_eq!(cut(&ids, 1, 0, &[]).len(), 2);
     }
