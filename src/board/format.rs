@@ -17,7 +17,8 @@
 use crate::error::{Error, Result};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::io;
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The version of the signal-file format written by this build.
@@ -108,23 +109,39 @@ pub enum Decoded<T> {
     Body(T),
     /// The header is missing or disagrees with the body: a write caught
     /// midway, a size cached by the client, or garbage (why, in words).
-    /// Under the file's lock, and again after fresh reads, this is corruption.
     Torn(String),
 }
 
-/// Read and decode the file at `path`: `None` when there is none.
+/// Read and decode the file at `path`: `None` when there is none. Only a
+/// regular file is read: a FIFO, a device or a symbolic link in its place
+/// is corruption, not a file to wait on.
 pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
+    let corrupt = |reason: &str| Error::Corrupt {
+        path: path.to_owned(),
+        reason: format!("{reason}, not a signal file"),
+    };
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path);
+    let mut file = match opened {
+        Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
-            return Err(Error::Corrupt {
-                path: path.to_owned(),
-                reason: "a directory, not a signal file".into(),
-            });
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(corrupt("a symbolic link"));
         }
         Err(e) => return Err(Error::io(path, e)),
     };
+    let kind = file.metadata().map_err(|e| Error::io(path, e))?.file_type();
+    if kind.is_dir() {
+        return Err(corrupt("a directory"));
+    }
+    if !kind.is_file() {
+        return Err(corrupt("a FIFO, socket or device"));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
     match decode_record::<T>(&bytes, path)? {
         Decoded::Body(r) => Ok(Some(r.body)),
         Decoded::Torn(why) => Err(Error::Corrupt {

@@ -129,6 +129,52 @@ fn sos_and_index_are_replaced_whole_and_damage_is_named() {
     fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `read` on a board of `dir` in a thread of its own: its answer, or a
+/// failure after 5 s (a read that waits on a FIFO never answers).
+fn answers<T: Send + 'static>(
+    dir: &Path,
+    read: impl FnOnce(&mut FileBoard) -> T + Send + 'static,
+) -> T {
+    let mut b = FileBoard::open(dir, 1).unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || tx.send(read(&mut b)));
+    (rx.recv_timeout(Duration::from_secs(5))).expect("the read answers")
+}
+
+#[test]
+fn a_fifo_or_a_link_in_place_of_a_signal_file_is_damage_not_a_wait() {
+    let dir = temp("fifo");
+    job(&dir);
+    let mut b = FileBoard::open(&dir, 0).unwrap();
+    let slots = crate::protocol::cut(&crate::ids::IdSet::from_range(0..10), 1, 0, &[5]);
+    b.post(&open_sos(slots.clone())).unwrap();
+    let fifo = |path: &Path| {
+        let _ = fs::remove_file(path);
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c` is a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    };
+    fifo(&b.sos_path(0));
+    let e = answers(&dir, |b| b.read_sos(0)).unwrap_err().to_string();
+    assert!(e.contains("sos/0.ron") && e.contains("FIFO"), "{e}");
+    // A claim name taken by a FIFO: the claim is lost, its reader answers.
+    let path = b.claim_path(0, &slots[0]);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fifo(&path);
+    assert_eq!(b.claim(&claim(0, &slots[0])).unwrap(), Claimed::Lost);
+    let slot = slots[0].clone();
+    let probed = answers(&dir, move |b| b.probe(0, &slot));
+    assert_eq!(probed.unwrap(), Probe::Taken(None));
+    // A symbolic link in place of the index, to a FIFO or anywhere.
+    let target = dir.join("elsewhere");
+    fifo(&target);
+    fs::remove_file(b.index_path()).ok();
+    std::os::unix::fs::symlink(&target, b.index_path()).unwrap();
+    let e = answers(&dir, |b| b.read_index()).unwrap_err().to_string();
+    assert!(e.contains("open.ron") && e.contains("symbolic link"), "{e}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_second_job_in_the_same_directory_is_refused() {
     let dir = temp("stale");
