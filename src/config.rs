@@ -19,6 +19,7 @@ use crate::plan::HelpPolicy;
 pub use crate::topology::Sites;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// What the balancer does.
@@ -329,7 +330,7 @@ impl Config {
             Some(p) => Config::from_file(p)?,
             None => Config::default(),
         };
-        config.apply_env(std::env::vars())?;
+        config.apply_env(soslb_vars(std::env::vars_os())?)?;
         Ok(config)
     }
 
@@ -495,6 +496,29 @@ impl Config {
             (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
         })
     }
+}
+
+/// The `SOSLB_*` variables of `vars` (the environment's), whose names and
+/// values must be UTF-8; the others, whatever their bytes, are not ours.
+fn soslb_vars(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Result<Vec<(String, String)>> {
+    let ours = vars
+        .into_iter()
+        .filter(|(name, _)| name.as_encoded_bytes().starts_with(b"SOSLB_"));
+    ours.map(
+        |(name, value)| match (name.into_string(), value.into_string()) {
+            (Ok(name), Ok(value)) => Ok((name, value)),
+            (name, _) => Err(Error::Config {
+                origin: format!(
+                    "environment variable {}",
+                    name.unwrap_or_else(|n| n.to_string_lossy().into_owned())
+                ),
+                reason: "its name or value is not UTF-8".into(),
+            }),
+        },
+    )
+    .collect()
 }
 
 #[cfg(test)]
@@ -692,6 +716,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("grace"), "{msg}");
+    }
+
+    #[test]
+    fn only_soslb_variables_must_be_utf8() {
+        use std::os::unix::ffi::OsStringExt;
+        let raw = |s: &[u8]| OsString::from_vec(s.to_vec());
+        let vars = [
+            (raw(b"FOO"), raw(b"a\xffb")),
+            (raw(b"\xff"), raw(b"1")),
+            (raw(b"SOSLB_GRACE"), raw(b"2")),
+        ];
+        assert_eq!(
+            soslb_vars(vars).unwrap(),
+            [("SOSLB_GRACE".to_string(), "2".to_string())]
+        );
+        let msg = soslb_vars([(raw(b"SOSLB_MODE"), raw(b"F\xffst"))])
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("SOSLB_MODE") && msg.contains("UTF-8"), "{msg}");
     }
 
     #[test]
