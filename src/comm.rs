@@ -224,6 +224,33 @@ impl Drop for Outgoing {
     }
 }
 
+/// Whether MPI takes `raw` for a communicator: its size asked with errors
+/// returned, not fatal (an invalid handle's error goes to `MPI_COMM_WORLD`,
+/// or to `MPI_COMM_SELF` since MPI 4), their handlers put back after.
+///
+/// # Safety
+/// MPI must be initialised.
+unsafe fn valid(raw: mpi::ffi::MPI_Comm) -> bool {
+    use mpi::ffi::{MPI_Comm_get_errhandler, MPI_Comm_set_errhandler, MPI_Errhandler_free};
+    // SAFETY: MPI is initialised; the handlers got are put back and freed.
+    unsafe {
+        let worlds = [mpi::ffi::RSMPI_COMM_WORLD, mpi::ffi::RSMPI_COMM_SELF];
+        let kept = worlds.map(|c| {
+            let mut h = std::mem::MaybeUninit::uninit();
+            MPI_Comm_get_errhandler(c, h.as_mut_ptr());
+            MPI_Comm_set_errhandler(c, mpi::ffi::RSMPI_ERRORS_RETURN);
+            h.assume_init()
+        });
+        let mut size = 0;
+        let ok = mpi::ffi::MPI_Comm_size(raw, &mut size) == mpi::ffi::MPI_SUCCESS as i32;
+        for (c, mut h) in worlds.into_iter().zip(kept) {
+            MPI_Comm_set_errhandler(c, h);
+            MPI_Errhandler_free(&mut h);
+        }
+        ok
+    }
+}
+
 impl Comm {
     /// Send `words` (a host transfer) to rank `to`: a synchronous-mode
     /// non-blocking send, complete once `to` has received it.
@@ -304,11 +331,11 @@ impl Comm {
     /// # Safety
     /// MPI must be initialised (see [`check_mpi`]).
     pub unsafe fn duplicate_fortran(handle: i32) -> Result<Comm> {
-        // SAFETY: MPI is initialised; f2c of any integer is defined and gives
-        // MPI_COMM_NULL (or an invalid handle, caught by MPI) for a bad one.
+        // SAFETY: MPI is initialised; f2c of any integer is defined, and
+        // `valid` asks MPI about the result with errors returned.
         unsafe {
             let raw = mpi::ffi::RSMPI_Comm_f2c(handle);
-            if raw == mpi::ffi::RSMPI_COMM_NULL {
+            if raw == mpi::ffi::RSMPI_COMM_NULL || !valid(raw) {
                 return Err(Error::argument(
                     "comm",
                     format!("Fortran handle {handle} is MPI_COMM_NULL or not a communicator"),

@@ -6,6 +6,7 @@
 !>    split   each half balances `total` = 300 realisations; rank 0 of each
 !>            half prints  f08: half=H ranks=R total=N computed=C duplicates=D
 !>    null    MPI_COMM_NULL%MPI_VAL: rank 0 prints  f08: case=null ierr=E message=M
+!>    bad     12345, no communicator's handle: the same, case=bad
 program f08
    use, intrinsic :: iso_fortran_env, only: int64
    use mpi_f08
@@ -55,6 +56,9 @@ program f08
    case ('null')
       call soslb_init(lb, MPI_COMM_NULL%MPI_VAL, total, ierr)
       if (rank == 0) write (*, '(a,i0,2a)') 'f08: case=null ierr=', ierr, ' message=', soslb_error_message()
+   case ('bad')
+      call soslb_init(lb, 12345, total, ierr)
+      if (rank == 0) write (*, '(a,i0,2a)') 'f08: case=bad ierr=', ierr, ' message=', soslb_error_message()
    case default
       if (rank == 0) write (*, '(a)') 'f08: unknown case ' // trim(name)
       stop 2
