@@ -38,7 +38,7 @@
 !>    subroutine soslb_init(lb, comm, total, ierr, config)            collective over comm
 !>       type(soslb_t),    intent(inout)          :: lb      ! must not be initialised yet
 !>       integer,          intent(in)             :: comm    ! Fortran MPI handle
-!>       integer(int64) | integer, intent(in)     :: total   ! realisations, ids 1..total
+!>       integer(int64) | integer(int32), intent(in) :: total ! realisations, ids 1..total
 !>       integer,          intent(out), optional  :: ierr
 !>       character(len=*), intent(in),  optional  :: config  ! path of a RON config file
 !>
@@ -163,7 +163,7 @@
 module soslb
    use, intrinsic :: iso_c_binding, only: c_ptr, c_null_ptr, c_associated, &
       c_int, c_int32_t, c_int64_t, c_double, c_char, c_null_char
-   use, intrinsic :: iso_fortran_env, only: int64, real64, error_unit
+   use, intrinsic :: iso_fortran_env, only: int32, int64, real64, error_unit
    use, intrinsic :: ieee_arithmetic, only: ieee_value, ieee_quiet_nan
    implicit none
    private
@@ -261,7 +261,7 @@ module soslb
 
    ! The last error detected in Fortran (see "Errors" above): its message is
    ! the one soslb_error_message returns while `local_error` is set, that is
-   ! until the C library reports an error of its own.
+   ! until the next call of the C library (which clears or sets its own).
    logical, save :: local_error = .false.
    character(len=:), allocatable, save :: local_message
 
@@ -276,10 +276,12 @@ contains
       call init_common(lb, comm, int(total, c_int64_t), ierr, config)
    end subroutine init_int64
 
+   ! `total` of kind int32, not default: with default integers of 8 bytes
+   ! (-fdefault-integer-8, -i8) the two would be one and the same.
    subroutine init_default(lb, comm, total, ierr, config)
       type(soslb_t), intent(inout) :: lb
       integer, intent(in) :: comm
-      integer, intent(in) :: total
+      integer(int32), intent(in) :: total
       integer, intent(out), optional :: ierr
       character(len=*), intent(in), optional :: config
       call init_common(lb, comm, int(total, c_int64_t), ierr, config)
@@ -457,7 +459,7 @@ contains
    subroutine check(code, ierr)
       integer(c_int), intent(in) :: code
       integer, intent(out), optional :: ierr
-      if (code /= SOSLB_OK) local_error = .false.    ! the C library's message is the newest
+      local_error = .false.    ! the C library's message (or none) is the newest
       if (present(ierr)) then
          ierr = int(code)
       else if (code /= SOSLB_OK) then

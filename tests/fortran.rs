@@ -492,6 +492,28 @@ fn error_environment_variable_typo() {
 }
 
 #[test]
+fn the_module_compiles_with_eight_byte_default_integers() {
+    // Monte-Carlo codes built with -fdefault-integer-8 build the module so
+    // too: its two soslb_init must still differ.
+    let dir = common::temp_dir("fortran-i8");
+    let out = Command::new(common::mpifc())
+        .args(["-c", "-fdefault-integer-8", "-J"])
+        .arg(&dir)
+        .arg("-o")
+        .arg(dir.join("soslb.o"))
+        .arg("fortran/soslb.f90")
+        .current_dir(common::root())
+        .output()
+        .expect("the Fortran compiler runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn error_without_ierr_stops_the_program() {
     let dir = Scratch::new("absent-ierr");
     let r = run(2, "errors", &["absent-ierr"], &dir, &[]);

@@ -9,7 +9,8 @@
 !> after a whole run), absent-ierr (total 0 without ierr: a fatal error),
 !> finalize-twice (a second soslb_finalize: an error that leaves `mean` and
 !> `count` untouched; the first one's count is checked), fresh-message (an
-!> error, then a successful init: the message is empty again), stop (rank 1
+!> error, then a successful init: the message is empty again, and so after
+!> an error found in Fortran and a successful soslb_next), stop (rank 1
 !> calls soslb_stop after its first chunk: every rank ends, and finalize
 !> counts fewer realisations than the total).
 program errors
@@ -71,9 +72,15 @@ program errors
       call soslb_init(lb, MPI_COMM_WORLD, 10, ierr)
       if (ierr == SOSLB_OK .and. len(soslb_error_message()) /= 0) ierr = -5
       if (ierr == SOSLB_OK) then
-         do while (soslb_next(lb, first, last, ierr))
-         end do
-         call soslb_finalize(lb, ierr)
+         ! An error found in Fortran (a live soslb_t), then successful calls.
+         call soslb_init(lb, MPI_COMM_WORLD, 10, ierr)
+         if (ierr /= SOSLB_ERR_STATE) ierr = -7
+         if (ierr /= -7) then
+            do while (soslb_next(lb, first, last, ierr))
+            end do
+            if (ierr == SOSLB_OK .and. len(soslb_error_message()) /= 0) ierr = -7
+         end if
+         if (ierr == SOSLB_OK) call soslb_finalize(lb, ierr)
       end if
    case ('stop')
       call soslb_init(lb, MPI_COMM_WORLD, 100000, ierr)
