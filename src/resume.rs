@@ -384,6 +384,11 @@ impl Journal {
         }
     }
 
+    /// Whether a chunk handed out still has ranges to hand out.
+    pub fn has_pieces(&self) -> bool {
+        !self.pieces.is_empty()
+    }
+
     /// The next range of real ids of a chunk already handed out, if any.
     #[inline]
     pub fn pending(&mut self) -> Option<Range<u64>> {

@@ -63,6 +63,11 @@ impl Duties {
         }
     }
 
+    /// Whether the chunk handed out last is handed out whole.
+    pub(super) fn chunk_whole(&self) -> bool {
+        !self.journal.as_ref().is_some_and(Journal::has_pieces)
+    }
+
     /// Ids the journal hands out before the balancer's own.
     pub(super) fn pending(&mut self) -> Option<Range<u64>> {
         self.journal.as_mut().and_then(Journal::pending)

@@ -170,6 +170,7 @@ impl Balancer {
             return self.outcome();
         }
         if self.end.stop || self.end.failure.is_some() {
+            self.finish_chunk(self.now());
             self.conclude();
             return self.outcome();
         }
@@ -183,11 +184,21 @@ impl Balancer {
         // next starts after it.
         let journalled = self.duties.is_due(now);
         if journalled && self.on_due(now) {
+            self.finish_chunk(now);
             self.conclude();
             return self.outcome();
         }
         // The chunk handed out starts after the library's own time.
         self.find_work(now, journalled)
+    }
+
+    /// The chunk handed out last is computed at `now`, and nothing more is
+    /// handed out (the job stops): it counts, unless the journal still had
+    /// pieces of it to hand out.
+    fn finish_chunk(&mut self, now: f64) {
+        if self.duties.chunk_whole() {
+            self.rank.finish_chunk(now);
+        }
     }
 
     /// Steps of the state machine from `now` until there are ids to

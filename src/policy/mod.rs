@@ -343,14 +343,20 @@ impl Rank {
         }
     }
 
+    /// The previous chunk (if any) is finished at `now`: it counts as
+    /// computed (also when nothing more is handed out, the job stopping).
+    pub fn finish_chunk(&mut self, now: f64) {
+        if let Some((t0, n)) = self.ledger.finish() {
+            self.speed.record(now - t0, n);
+        }
+    }
+
     /// The previous chunk (if any) is finished at `now`; decide what comes next.
     ///
     /// This is the fast path of the library: when no check is due and the
     /// lease is not exhausted it does a few additions and comparisons.
     pub fn next(&mut self, now: f64) -> Result<Step> {
-        if let Some((t0, n)) = self.ledger.finish() {
-            self.speed.record(now - t0, n);
-        }
+        self.finish_chunk(now);
         match self.phase {
             Phase::Exchanging if self.ledger.lease.is_empty() => return Ok(Step::AwaitPlan),
             Phase::Warmup

@@ -12,7 +12,7 @@
 !> error, then a successful init: the message is empty again, and so after
 !> an error found in Fortran and a successful soslb_next), stop (rank 1
 !> calls soslb_stop after its first chunk: every rank ends, and finalize
-!> counts fewer realisations than the total).
+!> counts fewer realisations than the total, all of them in `computed`).
 program errors
    use, intrinsic :: iso_fortran_env, only: int64, real64
    use mpi
@@ -24,7 +24,8 @@ program errors
    character(len=4096) :: config
    integer(int64) :: first, last, count
    real(real64) :: mean(1)
-   integer :: ierr, mpierr, rank, same
+   integer(int64), allocatable :: computed(:)
+   integer :: ierr, mpierr, rank, same, ranks
 
    call MPI_Init(mpierr)
    call MPI_Comm_rank(MPI_COMM_WORLD, rank, mpierr)
@@ -91,8 +92,12 @@ program errors
          end do
          if (rank == 1) call soslb_stop(lb, ierr)
       end do
-      if (ierr == SOSLB_OK) call soslb_finalize(lb, ierr, count=count)
+      call MPI_Comm_size(MPI_COMM_WORLD, ranks, mpierr)
+      allocate (computed(ranks))
+      if (ierr == SOSLB_OK) call soslb_finalize(lb, ierr, count=count, computed=computed)
       if (ierr == SOSLB_OK .and. (count < 1 .or. count >= 100000)) ierr = -6
+      ! Every chunk a rank computed counts, the last one before the stop too.
+      if (ierr == SOSLB_OK .and. sum(computed) /= count) ierr = -8
    case ('absent-ierr')
       call soslb_init(lb, MPI_COMM_WORLD, 0)
       ierr = SOSLB_OK
