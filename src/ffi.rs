@@ -6,7 +6,7 @@
 
 use crate::balancer::Balancer;
 use crate::error::{Error, Result, code};
-use crate::stats::Statistic;
+use crate::stats::{Observables, Statistic};
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -103,14 +103,19 @@ pub unsafe extern "C" fn soslb_next(lb: *mut Handle, first: *mut i64, count: *mu
 pub unsafe extern "C" fn soslb_add(lb: *mut Handle, values: *const f64, n: i64) -> c_int {
     guard(|| {
         let lb = handle(lb)?;
-        if values.is_null() || n <= 0 {
+        // Checked before the slice is made: no slice of more than MAX.
+        let most = Observables::MAX;
+        let Some(n) = usize::try_from(n).ok().filter(|n| (1..=most).contains(n)) else {
             return Err(Error::argument(
-                "values",
-                format!("NULL or n = {n}: pass at least one value"),
+                "n",
+                format!("n = {n}: a realisation has 1 to {most} observables"),
             ));
+        };
+        if values.is_null() {
+            return Err(Error::argument("values", "NULL: pass n values"));
         }
         // SAFETY: `values` points to `n` doubles (the caller's contract).
-        let values = unsafe { std::slice::from_raw_parts(values, n as usize) };
+        let values = unsafe { std::slice::from_raw_parts(values, n) };
         lb.add(values)
     })
 }
