@@ -108,7 +108,8 @@ uint64_t soslb_seed(uint64_t user_seed, int64_t id);
 
 /*
  * Copy the message of the last error of the calling thread into buf (NUL
- * terminated, truncated to len - 1 bytes); empty after a successful call.
+ * terminated, truncated to at most len - 1 bytes at a UTF-8 character's
+ * boundary); empty after a successful call.
  * Returns the message's full length.
  */
 int64_t soslb_error_message(char *buf, int64_t len);

@@ -211,7 +211,11 @@ pub unsafe extern "C" fn soslb_error_message(buf: *mut c_char, len: i64) -> i64 
     LAST_ERROR.with(|m| {
         let m = m.borrow();
         if !buf.is_null() && len > 0 {
-            let n = m.len().min(len as usize - 1);
+            // Cut at a character's boundary: the copy stays valid UTF-8.
+            let mut n = m.len().min(len as usize - 1);
+            while !m.is_char_boundary(n) {
+                n -= 1;
+            }
             // SAFETY: `buf` holds `len` > n bytes (the caller's contract).
             unsafe {
                 std::ptr::copy_nonoverlapping(m.as_ptr(), buf.cast::<u8>(), n);
@@ -220,4 +224,24 @@ pub unsafe extern "C" fn soslb_error_message(buf: *mut c_char, len: i64) -> i64 
         }
         m.len() as i64
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_truncated_message_is_cut_between_characters() {
+        let text = "é".repeat(3);
+        assert_eq!(guard(|| Err(Error::Internal(text.clone()))), code::INTERNAL);
+        let full = LAST_ERROR.with(|m| m.borrow().clone());
+        let at = full.find('é').expect("the message holds the text");
+        // Room for the text before the first é and one byte of it.
+        let mut buf = vec![0x7f as c_char; at + 2];
+        // SAFETY: `buf` holds `buf.len()` writable bytes.
+        let len = unsafe { soslb_error_message(buf.as_mut_ptr(), buf.len() as i64) };
+        assert_eq!(len, full.len() as i64);
+        let copied = unsafe { CStr::from_ptr(buf.as_ptr()) };
+        assert_eq!(copied.to_str(), Ok(&full[..at]));
+    }
 }
