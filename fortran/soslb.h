@@ -52,8 +52,10 @@ typedef struct soslb soslb;
 /*
  * Collective over `comm`, a Fortran communicator handle (from C:
  * MPI_Comm_c2f(comm)); the communicator is duplicated. `total` > 0
- * realisations. `config` is the path of a RON configuration file, or NULL to
- * use $SOSLB_CONFIG, else ./soslb.ron if it exists, else the defaults.
+ * realisations. `config` is the path of a RON configuration file (UTF-8;
+ * trailing blanks are dropped, as Fortran pads its strings, and an empty path
+ * counts as NULL), or NULL to use $SOSLB_CONFIG, else ./soslb.ron if it
+ * exists, else the defaults.
  */
 int soslb_init(int32_t comm, int64_t total, const char *config, soslb **lb);
 
