@@ -241,6 +241,7 @@ mod tests {
         // SAFETY: `buf` holds `buf.len()` writable bytes.
         let len = unsafe { soslb_error_message(buf.as_mut_ptr(), buf.len() as i64) };
         assert_eq!(len, full.len() as i64);
+        // SAFETY: soslb_error_message wrote a NUL within `buf`.
         let copied = unsafe { CStr::from_ptr(buf.as_ptr()) };
         assert_eq!(copied.to_str(), Ok(&full[..at]));
     }
