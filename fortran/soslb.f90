@@ -58,8 +58,10 @@
 !>       real(real64),     intent(in)             :: x  |  x(:)   ! 1 or size(x) observables
 !>       integer,          intent(out), optional  :: ierr
 !>       ! The observables of one realisation. Every call of a run passes the
-!>       ! same number of observables (at most 256). Sums are exact, so the
-!>       ! statistics do not depend on which rank computed which realisation.
+!>       ! same number of observables (at most 256), once per realisation
+!>       ! (more calls than realisations handed out: SOSLB_ERR_STATE on every
+!>       ! rank). Sums are exact, so the statistics do not depend on which
+!>       ! rank computed which realisation.
 !>
 !>    subroutine soslb_stop(lb, ierr)
 !>       type(soslb_t),    intent(inout)          :: lb

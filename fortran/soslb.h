@@ -37,7 +37,7 @@ extern "C" {
 #define SOSLB_ERR_CORRUPT 5  /* a signal file does not hold what it should */
 #define SOSLB_ERR_STALE_JOB 6 /* the job directory holds files of an earlier job */
 #define SOSLB_ERR_LOCKING 7  /* another run of this job_name holds its journal's lock */
-#define SOSLB_ERR_STATE 8    /* a call in the wrong state: finalize while ids are left, init on a live soslb_t (Fortran; C cannot tell a live handle from an uninitialised pointer), ... */
+#define SOSLB_ERR_STATE 8    /* a call in the wrong state: finalize while ids are left, more soslb_add calls than realisations handed out, init on a live soslb_t (Fortran; C cannot tell a live handle from an uninitialised pointer), ... */
 #define SOSLB_ERR_INTERNAL 9 /* a bug in soslb */
 #define SOSLB_ERR_AUDIT 10   /* finalize found ids computed twice or never */
 /*
@@ -76,8 +76,10 @@ int soslb_stop(soslb *lb);
 
 /*
  * Add the `n` observables of one realisation to the final statistics. Every
- * call of a run passes the same n (at most 256). Sums are exact, so the
- * statistics do not depend on which rank computed which realisation.
+ * call of a run passes the same n (at most 256), once per realisation: a
+ * call for more realisations than soslb_next handed out to this rank is a
+ * SOSLB_ERR_STATE on every rank. Sums are exact, so the statistics do not
+ * depend on which rank computed which realisation.
  */
 int soslb_add(soslb *lb, const double *values, int64_t n);
 

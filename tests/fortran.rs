@@ -476,6 +476,18 @@ fn soslb_stop_on_one_rank_ends_the_loop_on_every_rank() {
 }
 
 #[test]
+fn more_adds_than_realisations_handed_out_are_an_error_on_every_rank() {
+    assert_error(
+        error_case("add-twice", 2, None, &[]),
+        (code::STATE, "SOSLB_ERR_STATE"),
+        &[
+            "rank 1 failed",
+            "soslb_add was called for more realisations",
+        ],
+    );
+}
+
+#[test]
 fn the_error_message_is_empty_after_a_successful_call() {
     let (code, name, message) = error_case("fresh-message", 2, None, &[]);
     assert_eq!((code, name.as_str(), message.as_str()), (0, "SOSLB_OK", ""));

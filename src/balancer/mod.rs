@@ -72,6 +72,9 @@ pub struct Balancer {
     #[cfg(feature = "emulate")]
     stretch: crate::emulate::Stretch,
     observables: Observables,
+    /// Realisations `next` has handed out in this run: `add` is called at
+    /// most once for each.
+    handed_out: u64,
     /// The storage cost, timed in the background at init
     /// ([`crate::board::file::FileBoard::probe_storage`]), until it arrives.
     storage_probe: Option<Receiver<f64>>,
@@ -131,6 +134,7 @@ impl Balancer {
             #[cfg(feature = "emulate")]
             stretch: s.stretch,
             observables: Observables::new(),
+            handed_out: 0,
             storage_probe: s.storage_probe,
             init_seconds: s.init_seconds,
         })
@@ -165,6 +169,15 @@ impl Balancer {
     /// every rank as [`Error::Rank`], and again by later calls.
     #[allow(clippy::should_implement_trait)] // fallible and blocking: not an Iterator
     pub fn next(&mut self) -> Result<Option<Range<u64>>> {
+        let ids = self.next_ids()?;
+        if let Some(r) = &ids {
+            self.handed_out += r.end - r.start;
+        }
+        Ok(ids)
+    }
+
+    /// The next ids to compute, or `None` at the end (see [`Balancer::next`]).
+    fn next_ids(&mut self) -> Result<Option<Range<u64>>> {
         self.duties.completed();
         if self.end.verdict.is_some() {
             return self.outcome();
@@ -494,8 +507,22 @@ impl Balancer {
     }
 
     /// Add the observables of one realisation to the final statistics
-    /// (every call, on every rank, passes the same number of values).
+    /// (every call, on every rank, passes the same number of values). A
+    /// call for more realisations than `next` handed out is an error on
+    /// every rank: the statistics would count some realisations twice.
     pub fn add(&mut self, values: &[f64]) -> Result<()> {
+        if self.observables.count() >= self.handed_out {
+            let text = || {
+                format!(
+                    "soslb_add was called for more realisations than soslb_next handed out to \
+                     this rank ({}): call it once per realisation, with all its observables",
+                    self.handed_out
+                )
+            };
+            let e = Error::State(text());
+            self.end.fail(&mut self.ctx, e);
+            return Err(Error::State(text()));
+        }
         if self.observables.is_empty() {
             self.duties.check_observables(values.len())?;
         }

@@ -12,7 +12,9 @@
 !> error, then a successful init: the message is empty again, and so after
 !> an error found in Fortran and a successful soslb_next), stop (rank 1
 !> calls soslb_stop after its first chunk: every rank ends, and finalize
-!> counts fewer realisations than the total, all of them in `computed`).
+!> counts fewer realisations than the total, all of them in `computed`),
+!> add-twice (rank 1 adds two values per realisation, one call each: an
+!> error on every rank once it has added more than it was handed out).
 program errors
    use, intrinsic :: iso_fortran_env, only: int64, real64
    use mpi
@@ -98,6 +100,16 @@ program errors
       if (ierr == SOSLB_OK .and. (count < 1 .or. count >= 100000)) ierr = -6
       ! Every chunk a rank computed counts, the last one before the stop too.
       if (ierr == SOSLB_OK .and. sum(computed) /= count) ierr = -8
+   case ('add-twice')
+      call soslb_init(lb, MPI_COMM_WORLD, 100, ierr)
+      do while (soslb_next(lb, first, last, ierr))
+         do while (first <= last)
+            call soslb_add(lb, 1.0_real64)
+            if (rank == 1) call soslb_add(lb, 2.0_real64, ierr)
+            if (ierr /= SOSLB_OK) exit
+            first = first + 1
+         end do
+      end do
    case ('absent-ierr')
       call soslb_init(lb, MPI_COMM_WORLD, 0)
       ierr = SOSLB_OK
