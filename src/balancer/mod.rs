@@ -370,7 +370,7 @@ impl Balancer {
 
     /// This rank failed with `e`: tell every rank, wait for the verdict.
     fn fail_and_conclude(&mut self, e: Error) -> Result<Option<Range<u64>>> {
-        self.end.fail(&mut self.ctx, e);
+        self.end.fail(&mut self.ctx, &e);
         self.conclude();
         self.outcome()
     }
@@ -384,7 +384,7 @@ impl Balancer {
                 self.start_exchange(&report);
             }
             if let Err(e) = self.end_exchange(true) {
-                self.end.fail(&mut self.ctx, e);
+                self.end.fail(&mut self.ctx, &e);
             }
         }
         let mut pause = TEST_INTERVAL.0;
@@ -407,7 +407,7 @@ impl Balancer {
         self.end.next_test = now + BUSY_TEST_INTERVAL;
         self.take_storage_probe();
         for e in self.transfers.take(&self.ctx.comm, &mut self.rank, now) {
-            self.end.fail(&mut self.ctx, e);
+            self.end.fail(&mut self.ctx, &e);
         }
         match self.end.test_wave(&self.rank) {
             Tested::Idle => {}
@@ -512,16 +512,13 @@ impl Balancer {
     /// every rank: the statistics would count some realisations twice.
     pub fn add(&mut self, values: &[f64]) -> Result<()> {
         if self.observables.count() >= self.handed_out {
-            let text = || {
-                format!(
-                    "soslb_add was called for more realisations than soslb_next handed out to \
-                     this rank ({}): call it once per realisation, with all its observables",
-                    self.handed_out
-                )
-            };
-            let e = Error::State(text());
-            self.end.fail(&mut self.ctx, e);
-            return Err(Error::State(text()));
+            let e = Error::State(format!(
+                "soslb_add was called for more realisations than soslb_next handed out to this \
+                 rank ({}): call it once per realisation, with all its observables",
+                self.handed_out
+            ));
+            self.end.fail(&mut self.ctx, &e);
+            return Err(e);
         }
         if self.observables.is_empty() {
             self.duties.check_observables(values.len())?;
@@ -761,7 +758,7 @@ impl Balancer {
                  (ids {owned}); call soslb_next until it reports the end, or soslb_stop to end early",
                 owned.len()
             ));
-            self.end.fail(&mut self.ctx, e);
+            self.end.fail(&mut self.ctx, &e);
         }
         self.conclude();
     }

@@ -147,7 +147,7 @@ impl Termination {
 
     /// Record this rank's failure (the first one counts); the next wave
     /// announces it.
-    pub(super) fn fail(&mut self, ctx: &mut Context, e: Error) {
+    pub(super) fn fail(&mut self, ctx: &mut Context, e: &Error) {
         let t = ctx.now();
         ctx.monitor
             .line(t, format_args!("failed code={} {e}", e.code()));
