@@ -10,9 +10,14 @@
 //! `nolock`), and clients that keep attributes, names and pages for 30 s
 //! (`auto_cache` or `kernel_cache`, `attr_timeout=30,entry_timeout=30`).
 //! The claims protocol needs none of the locks and none of the freshness:
-//! every id exactly once in every run, and ids cross the views.
+//! every id exactly once in every run, and ids cross the views. A fifth
+//! setting mounts `fuse/stale_view.py` instead: NFSv3 clients, where a file
+//! that the other view replaced reads `ESTALE` while open (the server keeps
+//! no open state); that is a file changed under the reader, read again
+//! without a warning.
 //!
-//! Needs root, `/dev/fuse`, `bindfs` and `unshare`. Where one is missing the
+//! Needs root, `/dev/fuse`, `bindfs` and `unshare` (and Debian's
+//! `python3-fusepy` for the fifth). Where one is missing the
 //! test prints `SKIPPED: <why>` and returns; it fails instead under `CI=true`
 //! or `FUSE_REQUIRED=1`. `FUSE_RUNS=n` runs each setting n times (default 7).
 
@@ -21,6 +26,9 @@ mod common;
 use common::{example, field, root, scenario, temp_dir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+/// The Python of Debian's `python3-fusepy`, which `stale_view.py` needs.
+const PYTHON: &str = "/usr/bin/python3";
 
 /// Why FUSE views cannot be made here, if they cannot.
 fn unavailable() -> Option<String> {
@@ -41,13 +49,29 @@ fn unavailable() -> Option<String> {
     }
 }
 
+/// Why `stale_view.py` cannot run here, if it cannot.
+fn stale_view_unavailable() -> Option<String> {
+    unavailable().or_else(|| {
+        let probe = Command::new(PYTHON).args(["-c", "import fusepy"]).output();
+        match probe {
+            Ok(o) if o.status.success() => None,
+            _ => Some(format!(
+                "{PYTHON} cannot import fusepy (apt-get install python3-fusepy)"
+            )),
+        }
+    })
+}
+
 /// Skip visibly: the test passes, but says that it did not run, on the
 /// real stderr (libtest captures `eprintln!` of passing tests; nextest shows
 /// it with `--success-output immediate`). With `FUSE_REQUIRED=1` a missing
 /// FUSE fails the test instead.
 macro_rules! require_fuse {
     () => {
-        if let Some(why) = unavailable() {
+        require_fuse!(unavailable)
+    };
+    ($check:ident) => {
+        if let Some(why) = $check() {
             let line = format!("SKIPPED: FUSE test not run: {why}\n");
             let required = std::env::var("FUSE_REQUIRED").is_ok_and(|v| v == "1")
                 || std::env::var("CI").is_ok_and(|v| v == "true");
@@ -67,10 +91,17 @@ struct Setting {
     /// A client cache: `auto_cache` or `kernel_cache`, with attributes and
     /// names kept 30 s.
     cache: Option<&'static str>,
+    /// Views of `stale_view.py` instead of `bindfs`: NFSv3 clients, whose
+    /// reads of a file another view replaced fail with `ESTALE`, each read
+    /// after this many seconds' round trip.
+    stale_rtt: Option<f64>,
 }
 
 impl std::fmt::Display for Setting {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        if let Some(rtt) = self.stale_rtt {
+            return write!(f, "NFSv3 stale handles, {rtt} s round trip");
+        }
         let locks = if self.locks {
             "lock forwarding"
         } else {
@@ -83,14 +114,16 @@ impl std::fmt::Display for Setting {
     }
 }
 
-/// Two `bindfs` views `a` and `b` of `src`, unmounted on drop (also when
-/// the test fails), and the common mount point of the namespaces.
+/// Two views `a` and `b` of `src` (`bindfs`, or `stale_view.py` as
+/// children), unmounted on drop (also when the test fails), and the common
+/// mount point of the namespaces.
 struct Views {
     base: PathBuf,
     src: PathBuf,
     views: [PathBuf; 2],
     common: PathBuf,
     mounted: Vec<PathBuf>,
+    daemons: Vec<std::process::Child>,
 }
 
 impl Views {
@@ -102,34 +135,71 @@ impl Views {
             common: base.join("common"),
             base,
             mounted: Vec::new(),
+            daemons: Vec::new(),
         };
         for d in [&v.src, &v.views[0], &v.views[1], &v.common] {
             std::fs::create_dir_all(d).expect("create a directory for the views");
         }
         for i in 0..2 {
-            let mut c = Command::new("bindfs");
-            c.arg("--multithreaded");
-            if setting.locks {
-                c.arg("--enable-lock-forwarding");
+            match setting.stale_rtt {
+                Some(rtt) => v.mount_stale(i, rtt),
+                None => v.mount_bindfs(i, setting),
             }
-            if let Some(cache) = setting.cache {
-                c.args(["-o", &format!("{cache},attr_timeout=30,entry_timeout=30")]);
-            }
-            let out = c
-                .arg(&v.src)
-                .arg(&v.views[i])
-                .output()
-                .expect("bindfs runs");
-            assert!(
-                out.status.success(),
-                "bindfs ({setting}) {} {} failed: {}",
-                v.src.display(),
-                v.views[i].display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
             v.mounted.push(v.views[i].clone());
         }
         v
+    }
+
+    fn mount_bindfs(&self, i: usize, setting: Setting) {
+        let mut c = Command::new("bindfs");
+        c.arg("--multithreaded");
+        if setting.locks {
+            c.arg("--enable-lock-forwarding");
+        }
+        if let Some(cache) = setting.cache {
+            c.args(["-o", &format!("{cache},attr_timeout=30,entry_timeout=30")]);
+        }
+        let out = (c.arg(&self.src).arg(&self.views[i]).output()).expect("bindfs runs");
+        assert!(
+            out.status.success(),
+            "bindfs ({setting}) {} {} failed: {}",
+            self.src.display(),
+            self.views[i].display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Mount view `i` with `stale_view.py`, which counts its `ESTALE` in
+    /// [`Views::stale_reads`]'s file.
+    fn mount_stale(&mut self, i: usize, rtt: f64) {
+        let log = std::fs::File::create(self.base.join(format!("view{i}.log")))
+            .expect("create the view's log");
+        let child = Command::new(PYTHON)
+            .arg(root().join("tests/fuse/stale_view.py"))
+            .arg(&self.src)
+            .arg(&self.views[i])
+            .args(["--rtt", &rtt.to_string(), "--count"])
+            .arg(self.base.join("estale"))
+            .stderr(log)
+            .spawn()
+            .expect("stale_view.py starts");
+        self.daemons.push(child);
+        let view = self.views[i].display().to_string();
+        for _ in 0..200 {
+            let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+            let mut points = mounts.lines().filter_map(|l| l.split(' ').nth(1));
+            if points.any(|p| p == view) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("stale_view.py did not mount {view} within 10 s");
+    }
+
+    /// The reads the stale views failed with `ESTALE` so far.
+    fn stale_reads(&self) -> usize {
+        let text = std::fs::read_to_string(self.base.join("estale")).unwrap_or_default();
+        text.lines().count()
     }
 
     /// The command that runs `program args` with view `i` on the common path.
@@ -159,6 +229,10 @@ impl Drop for Views {
             if !ok {
                 let _ = Command::new("umount").arg("-l").arg(&m).output();
             }
+        }
+        for mut d in self.daemons.drain(..) {
+            let _ = d.kill();
+            let _ = d.wait();
         }
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.base);
@@ -219,6 +293,7 @@ fn every_id_once_across_two_views(setting: Setting) {
     let mut failures = Vec::new();
     let mut lines = Vec::new();
     let mut crossed = 0;
+    let (mut stale_reads, mut stale_warnings) = (0, Vec::new());
     for run in 0..runs() {
         let name = ["fuse_hetero", "fuse_fluct", "fuse_step"][run % 3];
         let views = Views::new(name, setting);
@@ -228,6 +303,12 @@ fn every_id_once_across_two_views(setting: Setting) {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         crossed += across;
+        stale_reads += views.stale_reads();
+        stale_warnings.extend(
+            (stderr.lines())
+                .filter(|l| l.contains("os error 116"))
+                .map(String::from),
+        );
         let line = format!("{setting}: {name} run {run}: {result}");
         eprintln!("{line}");
         lines.push(line.clone());
@@ -259,6 +340,16 @@ fn every_id_once_across_two_views(setting: Setting) {
         "no id crossed the views ({setting}):\n{}",
         lines.join("\n")
     );
+    if setting.stale_rtt.is_some() {
+        eprintln!("{setting}: {stale_reads} reads failed with ESTALE");
+        assert!(stale_reads > 0, "no read met a stale handle ({setting})");
+        assert!(
+            stale_warnings.is_empty(),
+            "{stale_reads} stale reads gave {} warnings ({setting}), e.g.\n{}",
+            stale_warnings.len(),
+            stale_warnings[..stale_warnings.len().min(5)].join("\n")
+        );
+    }
 }
 
 #[test]
@@ -267,6 +358,7 @@ fn two_views_with_lock_forwarding_compute_every_id_once() {
     every_id_once_across_two_views(Setting {
         locks: true,
         cache: None,
+        stale_rtt: None,
     });
 }
 
@@ -276,6 +368,7 @@ fn two_caching_views_with_lock_forwarding_compute_every_id_once() {
     every_id_once_across_two_views(Setting {
         locks: true,
         cache: Some("auto_cache"),
+        stale_rtt: None,
     });
 }
 
@@ -285,6 +378,7 @@ fn two_views_without_lock_forwarding_compute_every_id_once() {
     every_id_once_across_two_views(Setting {
         locks: false,
         cache: None,
+        stale_rtt: None,
     });
 }
 
@@ -294,5 +388,19 @@ fn two_caching_views_without_lock_forwarding_compute_every_id_once() {
     every_id_once_across_two_views(Setting {
         locks: false,
         cache: Some("kernel_cache"),
+        stale_rtt: None,
+    });
+}
+
+/// NFSv3 clients: a file replaced by rename on one view reads `ESTALE` on
+/// the other while open there. A stale read is a file that changed under
+/// the reader, read again, not a problem to warn about.
+#[test]
+fn two_nfs3_views_with_stale_handles_compute_every_id_once_without_warnings() {
+    require_fuse!(stale_view_unavailable);
+    every_id_once_across_two_views(Setting {
+        locks: false,
+        cache: None,
+        stale_rtt: Some(0.01),
     });
 }

@@ -14,6 +14,7 @@
 //!   place: padded with spaces to a multiple of [`BLOCK`] bytes, so that a
 //!   file never shrinks, and numbered by `wseq`.
 
+use crate::cost::TRIES;
 use crate::error::{Error, Result};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -112,36 +113,64 @@ pub enum Decoded<T> {
     Torn(String),
 }
 
-/// Read and decode the file at `path`: `None` when there is none. Only a
-/// regular file is read: a FIFO, a device or a symbolic link in its place
-/// is corruption, not a file to wait on.
-pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
-    let corrupt = |reason: &str| Error::Corrupt {
-        path: path.to_owned(),
-        reason: format!("{reason}, not a signal file"),
-    };
+/// What stands at a signal file's path.
+enum Found {
+    None,
+    /// A regular file's bytes.
+    Bytes(Vec<u8>),
+    /// Something else, in words.
+    Not(&'static str),
+}
+
+/// The bytes at `path`, if a regular file stands there.
+fn read_bytes(path: &Path) -> io::Result<Found> {
     let opened = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
         .open(path);
     let mut file = match opened {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Found::None),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(corrupt("a symbolic link"));
+            return Ok(Found::Not("a symbolic link"));
         }
-        Err(e) => return Err(Error::io(path, e)),
+        Err(e) => return Err(e),
     };
-    let kind = file.metadata().map_err(|e| Error::io(path, e))?.file_type();
+    let kind = file.metadata()?.file_type();
     if kind.is_dir() {
-        return Err(corrupt("a directory"));
+        return Ok(Found::Not("a directory"));
     }
     if !kind.is_file() {
-        return Err(corrupt("a FIFO, socket or device"));
+        return Ok(Found::Not("a FIFO, socket or device"));
     }
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
-        .map_err(|e| Error::io(path, e))?;
+    file.read_to_end(&mut bytes)?;
+    Ok(Found::Bytes(bytes))
+}
+
+/// Read and decode the file at `path`: `None` when there is none. Only a
+/// regular file is read: a FIFO, a device or a symbolic link in its place
+/// is corruption, not a file to wait on. A read that fails with `ESTALE`
+/// (NFSv3: another host replaced the file while it was open here) reads the
+/// newer file, up to [`TRIES`] times in all.
+pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    let mut found = read_bytes(path);
+    for _ in 1..TRIES {
+        match &found {
+            Err(e) if e.raw_os_error() == Some(libc::ESTALE) => found = read_bytes(path),
+            _ => break,
+        }
+    }
+    let bytes = match found.map_err(|e| Error::io(path, e))? {
+        Found::None => return Ok(None),
+        Found::Bytes(b) => b,
+        Found::Not(what) => {
+            return Err(Error::Corrupt {
+                path: path.to_owned(),
+                reason: format!("{what}, not a signal file"),
+            });
+        }
+    };
     match decode_record::<T>(&bytes, path)? {
         Decoded::Body(r) => Ok(Some(r.body)),
         Decoded::Torn(why) => Err(Error::Corrupt {
