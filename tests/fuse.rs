@@ -85,29 +85,32 @@ macro_rules! require_fuse {
 
 /// A setting of the two views.
 #[derive(Clone, Copy, Debug)]
-struct Setting {
-    /// `--enable-lock-forwarding`: the views' locks reach the real file.
-    locks: bool,
-    /// A client cache: `auto_cache` or `kernel_cache`, with attributes and
-    /// names kept 30 s.
-    cache: Option<&'static str>,
-    /// Views of `stale_view.py` instead of `bindfs`: NFSv3 clients, whose
-    /// reads of a file another view replaced fail with `ESTALE`, each read
-    /// after this many seconds' round trip.
-    stale_rtt: Option<f64>,
+enum Setting {
+    Bindfs {
+        /// `--enable-lock-forwarding`: the views' locks reach the real file.
+        locks: bool,
+        /// A client cache: `auto_cache` or `kernel_cache`, with attributes
+        /// and names kept 30 s.
+        cache: Option<&'static str>,
+    },
+    /// Views of `stale_view.py`: NFSv3 clients, whose reads of a file
+    /// another view replaced fail with `ESTALE`, each read after `rtt`
+    /// seconds' round trip.
+    Stale { rtt: f64 },
 }
 
 impl std::fmt::Display for Setting {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        if let Some(rtt) = self.stale_rtt {
-            return write!(f, "NFSv3 stale handles, {rtt} s round trip");
-        }
-        let locks = if self.locks {
+        let (locks, cache) = match *self {
+            Setting::Stale { rtt } => return write!(f, "NFSv3 stale handles, {rtt} s round trip"),
+            Setting::Bindfs { locks, cache } => (locks, cache),
+        };
+        let locks = if locks {
             "lock forwarding"
         } else {
             "no lock forwarding"
         };
-        match self.cache {
+        match cache {
             Some(c) => write!(f, "{locks}, {c}"),
             None => write!(f, "{locks}"),
         }
@@ -141,28 +144,28 @@ impl Views {
             std::fs::create_dir_all(d).expect("create a directory for the views");
         }
         for i in 0..2 {
-            match setting.stale_rtt {
-                Some(rtt) => v.mount_stale(i, rtt),
-                None => v.mount_bindfs(i, setting),
+            match setting {
+                Setting::Stale { rtt } => v.mount_stale(i, rtt),
+                Setting::Bindfs { locks, cache } => v.mount_bindfs(i, locks, cache),
             }
             v.mounted.push(v.views[i].clone());
         }
         v
     }
 
-    fn mount_bindfs(&self, i: usize, setting: Setting) {
+    fn mount_bindfs(&self, i: usize, locks: bool, cache: Option<&str>) {
         let mut c = Command::new("bindfs");
         c.arg("--multithreaded");
-        if setting.locks {
+        if locks {
             c.arg("--enable-lock-forwarding");
         }
-        if let Some(cache) = setting.cache {
+        if let Some(cache) = cache {
             c.args(["-o", &format!("{cache},attr_timeout=30,entry_timeout=30")]);
         }
         let out = (c.arg(&self.src).arg(&self.views[i]).output()).expect("bindfs runs");
         assert!(
             out.status.success(),
-            "bindfs ({setting}) {} {} failed: {}",
+            "bindfs {} {} failed: {}",
             self.src.display(),
             self.views[i].display(),
             String::from_utf8_lossy(&out.stderr)
@@ -340,7 +343,7 @@ fn every_id_once_across_two_views(setting: Setting) {
         "no id crossed the views ({setting}):\n{}",
         lines.join("\n")
     );
-    if setting.stale_rtt.is_some() {
+    if let Setting::Stale { .. } = setting {
         eprintln!("{setting}: {stale_reads} reads failed with ESTALE");
         assert!(stale_reads > 0, "no read met a stale handle ({setting})");
         assert!(
@@ -355,40 +358,36 @@ fn every_id_once_across_two_views(setting: Setting) {
 #[test]
 fn two_views_with_lock_forwarding_compute_every_id_once() {
     require_fuse!();
-    every_id_once_across_two_views(Setting {
+    every_id_once_across_two_views(Setting::Bindfs {
         locks: true,
         cache: None,
-        stale_rtt: None,
     });
 }
 
 #[test]
 fn two_caching_views_with_lock_forwarding_compute_every_id_once() {
     require_fuse!();
-    every_id_once_across_two_views(Setting {
+    every_id_once_across_two_views(Setting::Bindfs {
         locks: true,
         cache: Some("auto_cache"),
-        stale_rtt: None,
     });
 }
 
 #[test]
 fn two_views_without_lock_forwarding_compute_every_id_once() {
     require_fuse!();
-    every_id_once_across_two_views(Setting {
+    every_id_once_across_two_views(Setting::Bindfs {
         locks: false,
         cache: None,
-        stale_rtt: None,
     });
 }
 
 #[test]
 fn two_caching_views_without_lock_forwarding_compute_every_id_once() {
     require_fuse!();
-    every_id_once_across_two_views(Setting {
+    every_id_once_across_two_views(Setting::Bindfs {
         locks: false,
         cache: Some("kernel_cache"),
-        stale_rtt: None,
     });
 }
 
@@ -398,9 +397,5 @@ fn two_caching_views_without_lock_forwarding_compute_every_id_once() {
 #[test]
 fn two_nfs3_views_with_stale_handles_compute_every_id_once_without_warnings() {
     require_fuse!(stale_view_unavailable);
-    every_id_once_across_two_views(Setting {
-        locks: false,
-        cache: None,
-        stale_rtt: Some(0.01),
-    });
+    every_id_once_across_two_views(Setting::Stale { rtt: 0.01 });
 }

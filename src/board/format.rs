@@ -115,7 +115,7 @@ pub enum Decoded<T> {
 
 /// What stands at a signal file's path.
 enum Found {
-    None,
+    Missing,
     /// A regular file's bytes.
     Bytes(Vec<u8>),
     /// Something else, in words.
@@ -130,7 +130,7 @@ fn read_bytes(path: &Path) -> io::Result<Found> {
         .open(path);
     let mut file = match opened {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Found::None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Found::Missing),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
             return Ok(Found::Not("a symbolic link"));
         }
@@ -162,7 +162,7 @@ pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
         }
     }
     let bytes = match found.map_err(|e| Error::io(path, e))? {
-        Found::None => return Ok(None),
+        Found::Missing => return Ok(None),
         Found::Bytes(b) => b,
         Found::Not(what) => {
             return Err(Error::Corrupt {

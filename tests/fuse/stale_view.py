@@ -32,12 +32,6 @@ class StaleView(Operations):
     def _path(self, path):
         return os.path.join(self.source, path.lstrip("/"))
 
-    def __call__(self, op, *args):
-        try:
-            return super().__call__(op, *args)
-        except OSError as e:
-            raise FuseOSError(e.errno or errno.EIO)
-
     def _removing(self, path):
         """Note the file at `path` (about to go) as removed by this client."""
         try:
