@@ -16,6 +16,7 @@
 //!         sites: Virtual(2),         // two hosts per virtual site
 //!         storage_delay: 0.05,       // seconds before every signal-file operation
 //!         grid: (ranks_per_host: 4, hosts_per_site: 2, distance_delay: 0.02),
+//!         panic_at: (5, 3.0),        // rank 5 panics in `next` from 3 s on
 //!     ),
 //! )
 //! ```
@@ -35,6 +36,9 @@
 //! - `grid`: an emulated grid ([`Grid`]): operations on the SOS files of a
 //!   rank at emulated distance `d` cost `d · distance_delay` seconds more,
 //!   whatever the library knows of hosts and sites.
+//! - `panic_at`: `(rank, t)`: that rank's `next` panics once `t` seconds have
+//!   passed since init, as a bug in the library would; the panic is the
+//!   rank's failure, which every rank reports.
 
 use crate::board::file::FileBoard;
 use crate::topology::{Sites as ConfigSites, Topology, virtual_hosts};
@@ -57,6 +61,9 @@ pub struct Emulate {
     /// An emulated grid whose far SOS files are slower to reach (default
     /// none; the emulator sets it from a scenario's `layout`).
     pub grid: Option<Grid>,
+    /// A rank whose `next` panics from a time on, seconds since init
+    /// (default none).
+    pub panic_at: Option<(usize, f64)>,
 }
 
 /// The hosts the library sees.
@@ -157,6 +164,14 @@ impl Emulate {
                 format!("{d} seconds: must be a finite number of seconds, zero or more"),
             ));
         }
+        if let Some((_, t)) = self.panic_at
+            && !(t.is_finite() && t >= 0.0)
+        {
+            return Some((
+                "emulate.panic_at",
+                format!("{t} seconds: must be a finite number of seconds, zero or more"),
+            ));
+        }
         let why = self.grid.as_ref().and_then(Grid::invalid)?;
         Some(("emulate.grid", why))
     }
@@ -246,6 +261,7 @@ mod tests {
         assert_eq!((t.hosts(), t.sites()), (4, 2));
         assert_eq!((t.host(5), t.site(9)), ("vhost1", "vsite1"));
         assert_eq!(e.grid.as_ref().map(|g| g.distance(0, 9)), Some(2));
+        assert_eq!(e.panic_at, Some((5, 3.0)));
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Liveness (DESIGN §5): whatever one rank does, every rank learns the same
 //! verdict and no rank hangs. Real `mpirun` runs of the emulator
-//! (`examples/emulate.rs`): ranks that leave their loop early, a signal-file
-//! write that fails, a stop asked by one rank, several loops in one program,
-//! one rank, observables that disagree, an index or SOS file damaged from
-//! outside the job (the board heals, no rank spins).
+//! (`examples/emulate.rs`): ranks that leave their loop early, a panic
+//! inside `next`, a signal-file write that fails, a stop asked by one rank,
+//! several loops in one program, one rank, observables that disagree, an
+//! index or SOS file damaged from outside the job (the board heals, no rank
+//! spins).
 
 mod common;
 
@@ -342,6 +343,22 @@ fn two_jobs_of_one_id_in_two_directories_run_side_by_side() {
         assert_eq!(job.value("count"), 1200.0);
         assert!(dir.join("soslb-signals/job.0/log").is_dir(), "{job}");
     }
+}
+
+/// A panic inside rank 3's `next` (emulated, as a bug in the library would
+/// be) is its failure: every rank reports it, soon, and none is left waiting.
+#[test]
+fn a_panic_inside_next_is_an_error_on_every_rank() {
+    let job = emulate(
+        8,
+        "speeds8",
+        &[],
+        &[("SOSLB_EMULATE", "(panic_at: (3, 1.5))")],
+    );
+    let text = "rank 3 failed: internal error (please report): soslb_next panicked: the emulated";
+    job.assert_every_rank_failed_with(8, 9, text);
+    let latency = job.seconds_to_verdict("job.0");
+    assert!(latency < 5.0, "{latency} s to the verdict:\n{job}");
 }
 
 #[test]

@@ -39,6 +39,7 @@ use duties::Duties;
 use files::RunFiles;
 use mpi::traits::Communicator;
 use std::ops::Range;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Duration;
@@ -169,7 +170,15 @@ impl Balancer {
     /// every rank as [`Error::Rank`], and again by later calls.
     #[allow(clippy::should_implement_trait)] // fallible and blocking: not an Iterator
     pub fn next(&mut self) -> Result<Option<Range<u64>>> {
-        let ids = self.next_ids()?;
+        // A panic in the library is this rank's failure, which every rank
+        // reports, not a hang of the others.
+        let ids = match catch_unwind(AssertUnwindSafe(|| self.next_ids())) {
+            Ok(ids) => ids?,
+            Err(panic) => {
+                let e = Error::from_panic("soslb_next panicked: ", &*panic);
+                return self.fail_and_conclude(e);
+            }
+        };
         if let Some(r) = &ids {
             self.handed_out += r.end - r.start;
         }
@@ -193,6 +202,10 @@ impl Balancer {
         #[cfg(feature = "emulate")]
         self.stretch.sleep();
         let now = self.now();
+        #[cfg(feature = "emulate")]
+        if (self.ctx.config.emulate.panic_at).is_some_and(|(r, t)| r == self.rank() && now >= t) {
+            panic!("the emulated panic (emulate.panic_at)");
+        }
         // The journal's write is not computing time: the chunk handed out
         // next starts after it.
         let journalled = self.duties.is_due(now);
