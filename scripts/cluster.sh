@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # A small real cluster on one machine (issue 47): hosts node01..nodeN, each
 # a UTS and mount namespace with its own host name, its own /tmp and
-# /dev/shm (tmpfs) and its own bindfs view of one backing directory (the
-# "file server") at one shared path, as each node of a cluster mounts one
+# /dev/shm (tmpfs) and its own FUSE view (bindfs, or tests/fuse/stale_view.py)
+# of one backing directory (the "file server") at one shared path, as each node of a cluster mounts one
 # NFS export. Open MPI reaches the hosts through an rsh agent that enters
 # their namespaces with nsenter.
 #
-#   scripts/cluster.sh up N [--no-lock-forwarding] [--cache] [--slots S]
+#   scripts/cluster.sh up N [--no-lock-forwarding] [--cache] [--nfs3 [--rtt S]] [--slots S]
 #   scripts/cluster.sh down
 #   scripts/cluster.sh status
 #   scripts/cluster.sh exec HOST COMMAND...   run COMMAND on HOST (node01 ...)
@@ -14,7 +14,12 @@
 #
 # up: --no-lock-forwarding: the views' locks stay local to each host (Lustre
 # without flock, NFS nolock); --cache: attribute, name and page caching on
-# (auto_cache, 3 s timeouts, like NFS's defaults), else off; --slots: MPI
+# (auto_cache, 3 s timeouts, like NFS's defaults), else off; --nfs3: views of
+# tests/fuse/stale_view.py instead of bindfs, as NFSv3 clients see the
+# export (a read of an open file that another host removed or renamed over
+# fails with ESTALE; locks stay local; no caching), each read waiting a
+# round trip of --rtt S seconds (default 0.001), each ESTALE a line of
+# $CLUSTER_DIR/estale; --slots: MPI
 # slots per host in the host file (default 4). A second `up` first takes
 # down what an earlier one left (after a crash too). down ends only the
 # processes up started (their ids are recorded), and leaves nothing mounted.
@@ -24,7 +29,8 @@
 # state: hosts, the processes' ids, the agent, the host file, an `mpirun`
 # wrapper, backing/ (emptied by up, kept by down) and shared/ (the mount
 # point of the views: run jobs with their signal directory there).
-# Needs root, /dev/fuse, unshare, nsenter and bindfs (installed when missing).
+# Needs root, /dev/fuse, unshare, nsenter and bindfs (installed when missing;
+# --nfs3 also Debian's python3-fusepy).
 CALLER_PWD=$PWD
 . "$(dirname "$0")/setup.sh"
 need_commands bindfs=bindfs fusermount=fuse3 unshare=util-linux nsenter=util-linux \
@@ -121,20 +127,20 @@ down() {
         if recorded_alive "$STATE/$h.holder"; then
             read -r pid start <"$STATE/$h.holder"
             fs=""
-            [ -f "$STATE/$h.bindfs" ] && read -r fs start <"$STATE/$h.bindfs"
+            [ -f "$STATE/$h.view" ] && read -r fs start <"$STATE/$h.view"
             ns=$(readlink "/proc/$pid/ns/mnt")
             spaces+=("$ns")
             left=$(in_namespace "$ns" "$now" "$pid" "$fs" | tr '\n' ' ')
             [ -z "$left" ] || say "warning: on $h processes not started by cluster.sh still run (not ended): $left"
-            # Unmounting the view ends its bindfs.
+            # Unmounting the view ends its process.
             nsenter --target "$pid" --mount -- umount "$SHARED" 2>/dev/null ||
                 nsenter --target "$pid" --mount -- umount -l "$SHARED" 2>/dev/null || true
         fi
-        end_recorded "$STATE/$h.bindfs"
+        end_recorded "$STATE/$h.view"
         end_recorded "$STATE/$h.holder"
     done
-    rm -f "$STATE/hosts" "$STATE/agent" "$STATE/hostfile" "$STATE/mpirun" "$STATE"/*.holder "$STATE"/*.bindfs
-    # A namespace and its mounts go with its last process (bindfs's own
+    rm -f "$STATE/hosts" "$STATE/agent" "$STATE/hostfile" "$STATE/mpirun" "$STATE"/*.holder "$STATE"/*.view
+    # A namespace and its mounts go with its last process (a view's own
     # helpers end just after it); what was ended shows in ps as defunct
     # until its parent, init, has reaped it.
     local unreaped
@@ -161,9 +167,10 @@ check_can() {
 }
 
 # Start host $1: its namespaces (held by a sleeping process), its /tmp and
-# /dev/shm, then its bindfs view of the backing directory; $2: bindfs options.
+# /dev/shm, then its view of the backing directory: $2, the view's command
+# (its source and mount point follow).
 start_host() {
-    local h=$1 opts=$2 pid
+    local h=$1 view=$2 pid
     rm -f "$STATE/$h.pid"
     # The holder writes its id once its mounts are made, then sleeps.
     # shellcheck disable=SC2016 # expanded by the holder's shell
@@ -184,32 +191,37 @@ start_host() {
     pid=$(cat "$STATE/$h.pid")
     rm -f "$STATE/$h.pid"
     record "$STATE/$h.holder" "$pid"
-    # shellcheck disable=SC2086 # options are words
-    setsid nsenter --target "$pid" --mount -- bindfs -f $opts "$BACKING" "$SHARED" \
+    # shellcheck disable=SC2086 # the command and its options are words
+    setsid nsenter --target "$pid" --mount -- $view "$BACKING" "$SHARED" \
         </dev/null >>"$STATE/$h.log" 2>&1 &
-    record "$STATE/$h.bindfs" $!
+    record "$STATE/$h.view" $!
     for _ in $(seq 100); do
         [ "$(nsenter --target "$pid" --mount -- findmnt -n -o FSTYPE "$SHARED")" = fuse ] && return 0
-        recorded_alive "$STATE/$h.bindfs" || die "bindfs of $h failed: $(cat "$STATE/$h.log")"
+        recorded_alive "$STATE/$h.view" || die "the view of $h failed: $(cat "$STATE/$h.log")"
         sleep 0.05
     done
     die "the view of $h is not mounted after 5 s: $(cat "$STATE/$h.log")"
 }
 
 up() {
-    local n=${1:-} lock=1 cache=0 slots=4 h i opts
-    case "$n" in '' | *[!0-9]* | 0) die "usage: scripts/cluster.sh up N [--no-lock-forwarding] [--cache] [--slots S]" ;; esac
+    local n=${1:-} lock=1 cache=0 nfs3=0 rtt=0.001 slots=4 h i view
+    case "$n" in '' | *[!0-9]* | 0) die "usage: scripts/cluster.sh up N [--no-lock-forwarding] [--cache] [--nfs3 [--rtt S]] [--slots S]" ;; esac
     shift
     while [ $# -gt 0 ]; do
         case "$1" in
             --no-lock-forwarding) lock=0 ;;
             --cache) cache=1 ;;
+            --nfs3) nfs3=1 ;;
+            --rtt) rtt=${2:-}; shift ;;
             --slots) slots=${2:-}; shift ;;
             *) die "unknown option $1 of up" ;;
         esac
         shift
     done
     case "$slots" in '' | *[!0-9]* | 0) die "--slots needs a positive number" ;; esac
+    [[ "$rtt" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--rtt needs a number of seconds, not '$rtt'"
+    [ "$nfs3" = 0 ] || [ "$lock$cache" = 10 ] ||
+        die "--nfs3 views forward no locks and cache nothing: not with --no-lock-forwarding or --cache"
     check_can
     if [ -n "$(hosts)" ]; then
         say "taking down the cluster an earlier up left in $STATE"
@@ -220,19 +232,24 @@ up() {
     mkdir -p "$BACKING" "$SHARED"
     # Multithreaded: lock forwarding needs it, and without it one host's
     # ranks would queue on one thread.
-    opts="--multithreaded"
-    [ "$lock" = 1 ] && opts+=" --enable-lock-forwarding"
+    view="bindfs -f --multithreaded"
+    [ "$lock" = 1 ] && view+=" --enable-lock-forwarding"
     if [ "$cache" = 1 ]; then
-        opts+=" -o auto_cache,attr_timeout=3,entry_timeout=3,negative_timeout=3"
+        view+=" -o auto_cache,attr_timeout=3,entry_timeout=3,negative_timeout=3"
     else
-        opts+=" -o attr_timeout=0,entry_timeout=0,negative_timeout=0,direct_io"
+        view+=" -o attr_timeout=0,entry_timeout=0,negative_timeout=0,direct_io"
+    fi
+    if [ "$nfs3" = 1 ]; then
+        need_fusepy
+        view="/usr/bin/python3 $ROOT/tests/fuse/stale_view.py --rtt $rtt --count $STATE/estale"
+        rm -f "$STATE/estale"
     fi
     : >"$STATE/hosts"
     trap 'say "up failed: taking down what was started"; down' EXIT
     for i in $(seq "$n"); do
         h=$(printf 'node%02d' "$i")
         echo "$h" >>"$STATE/hosts"
-        start_host "$h" "$opts"
+        start_host "$h" "$view"
         echo "$h slots=$slots" >>"$STATE/hostfile"
     done
     trap - EXIT
@@ -264,7 +281,7 @@ export OMPI_MCA_mpi_yield_when_idle="\${OMPI_MCA_mpi_yield_when_idle:-1}"
 exec mpirun "\$@"
 EOF
     chmod +x "$STATE/agent" "$STATE/mpirun"
-    say "up: $(hosts | tr '\n' ' ')with $slots slots each; lock forwarding $([ "$lock" = 1 ] && echo on || echo off), caching $([ "$cache" = 1 ] && echo on || echo off)"
+    say "up: $(hosts | tr '\n' ' ')with $slots slots each; $([ "$nfs3" = 1 ] && echo "NFSv3 views (stale handles), $rtt s round trip" || echo "lock forwarding $([ "$lock" = 1 ] && echo on || echo off), caching $([ "$cache" = 1 ] && echo on || echo off)")"
     say "shared directory $SHARED (backing $BACKING); run: $STATE/mpirun -np K PROGRAM"
 }
 
@@ -272,8 +289,8 @@ status() {
     local h
     [ -n "$(hosts)" ] || { echo "no cluster in $STATE"; return 0; }
     for h in $(hosts); do
-        if recorded_alive "$STATE/$h.holder" && recorded_alive "$STATE/$h.bindfs"; then
-            echo "$h up: holder $(cut -d' ' -f1 "$STATE/$h.holder"), bindfs $(cut -d' ' -f1 "$STATE/$h.bindfs")"
+        if recorded_alive "$STATE/$h.holder" && recorded_alive "$STATE/$h.view"; then
+            echo "$h up: holder $(cut -d' ' -f1 "$STATE/$h.holder"), view $(cut -d' ' -f1 "$STATE/$h.view")"
         else
             echo "$h down (left by a crash: scripts/cluster.sh down, or up again)"
         fi
@@ -295,5 +312,5 @@ case "${1:-}" in
         [ -x "$STATE/mpirun" ] || die "no cluster is up in $STATE: scripts/cluster.sh up N"
         shift
         exec "$STATE/mpirun" "$@" ;;
-    *) die "usage: scripts/cluster.sh up N [--no-lock-forwarding] [--cache] [--slots S] | down | status | exec HOST COMMAND... | mpirun ARGS..." ;;
+    *) die "usage: scripts/cluster.sh up N [--no-lock-forwarding] [--cache] [--nfs3 [--rtt S]] [--slots S] | down | status | exec HOST COMMAND... | mpirun ARGS..." ;;
 esac

@@ -106,6 +106,15 @@ need_commands() {
     done
 }
 
+# need_fusepy: Debian's python3-fusepy, for tests/fuse/stale_view.py (an
+# NFSv3 client's view) on /usr/bin/python3.
+need_fusepy() {
+    [ "${SOSLB_SETUP:-1}" = 0 ] && return 0
+    /usr/bin/python3 -c 'import fusepy' 2>/dev/null && return 0
+    setup_want python3-fusepy "the Python module fusepy of /usr/bin/python3"
+    setup_install
+}
+
 # have_libclang: does the build of the `mpi` crate find what its bindgen needs?
 # bindgen loads libclang at run time (clang-sys's `runtime` feature), and looks
 # for it exactly so: in $LIBCLANG_PATH alone when that is set (a directory, or

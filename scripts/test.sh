@@ -82,11 +82,7 @@ openmpi_pass() (
     # FUSE mounts; the cluster's namespaces.
     need_commands cmake=cmake mpif90.mpich=libmpich-dev bindfs=bindfs fusermount3=fuse3 \
         unshare=util-linux mount=mount nsenter=util-linux findmnt=util-linux setsid=util-linux
-    # tests/fuse/stale_view.py, an NFSv3 client's view, on Debian's Python.
-    if [ "${SOSLB_SETUP:-1}" != 0 ] && ! /usr/bin/python3 -c 'import fusepy' 2>/dev/null; then
-        setup_want python3-fusepy "the Python module fusepy of /usr/bin/python3"
-        setup_install
-    fi
+    need_fusepy
     need_cargo_components fmt clippy
     cargo fmt --check || { echo "test.sh: cargo fmt --check failed: run cargo fmt" >&2; exit 1; }
     structure_checks

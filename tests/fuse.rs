@@ -23,12 +23,9 @@
 
 mod common;
 
-use common::{example, field, root, scenario, temp_dir};
+use common::{PYTHON, example, field, root, scenario, temp_dir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-/// The Python of Debian's `python3-fusepy`, which `stale_view.py` needs.
-const PYTHON: &str = "/usr/bin/python3";
 
 /// Why FUSE views cannot be made here, if they cannot.
 fn unavailable() -> Option<String> {
@@ -51,15 +48,7 @@ fn unavailable() -> Option<String> {
 
 /// Why `stale_view.py` cannot run here, if it cannot.
 fn stale_view_unavailable() -> Option<String> {
-    unavailable().or_else(|| {
-        let probe = Command::new(PYTHON).args(["-c", "import fusepy"]).output();
-        match probe {
-            Ok(o) if o.status.success() => None,
-            _ => Some(format!(
-                "{PYTHON} cannot import fusepy (apt-get install python3-fusepy)"
-            )),
-        }
-    })
+    unavailable().or_else(common::fusepy_unavailable)
 }
 
 /// Skip visibly: the test passes, but says that it did not run, on the

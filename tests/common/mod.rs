@@ -228,6 +228,21 @@ pub fn kill_tree(child: &mut std::process::Child) {
     }
 }
 
+/// The Python of Debian's `python3-fusepy`, which `tests/fuse/stale_view.py`
+/// needs.
+pub const PYTHON: &str = "/usr/bin/python3";
+
+/// Why [`PYTHON`] cannot import fusepy, if it cannot.
+pub fn fusepy_unavailable() -> Option<String> {
+    let probe = Command::new(PYTHON).args(["-c", "import fusepy"]).output();
+    match probe {
+        Ok(o) if o.status.success() => None,
+        _ => Some(format!(
+            "{PYTHON} cannot import fusepy (apt-get install python3-fusepy)"
+        )),
+    }
+}
+
 /// Why FUSE views cannot be made here, if they cannot: not root, no
 /// `/dev/fuse`, or one of `tools` missing (`hint` says what installs it).
 pub fn fuse_unavailable(tools: &[&str], hint: &str) -> Option<String> {
