@@ -2,8 +2,8 @@
 # A small real cluster on one machine (issue 47): hosts node01..nodeN, each
 # a UTS and mount namespace with its own host name, its own /tmp and
 # /dev/shm (tmpfs) and its own FUSE view (bindfs, or tests/fuse/stale_view.py)
-# of one backing directory (the "file server") at one shared path, as each node of a cluster mounts one
-# NFS export. Open MPI reaches the hosts through an rsh agent that enters
+# of one backing directory (the "file server") at one shared path, as each
+# node of a cluster mounts one NFS export. Open MPI reaches the hosts through an rsh agent that enters
 # their namespaces with nsenter.
 #
 #   scripts/cluster.sh up N [--no-lock-forwarding] [--cache] [--nfs3 [--rtt S]] [--slots S]
@@ -230,19 +230,20 @@ up() {
     # (The mount point empty: FUSE mounts on no other.)
     rm -rf "$BACKING" "$SHARED"
     mkdir -p "$BACKING" "$SHARED"
-    # Multithreaded: lock forwarding needs it, and without it one host's
-    # ranks would queue on one thread.
-    view="bindfs -f --multithreaded"
-    [ "$lock" = 1 ] && view+=" --enable-lock-forwarding"
-    if [ "$cache" = 1 ]; then
-        view+=" -o auto_cache,attr_timeout=3,entry_timeout=3,negative_timeout=3"
-    else
-        view+=" -o attr_timeout=0,entry_timeout=0,negative_timeout=0,direct_io"
-    fi
     if [ "$nfs3" = 1 ]; then
         need_fusepy
         view="/usr/bin/python3 $ROOT/tests/fuse/stale_view.py --rtt $rtt --count $STATE/estale"
         rm -f "$STATE/estale"
+    else
+        # Multithreaded: lock forwarding needs it, and without it one host's
+        # ranks would queue on one thread.
+        view="bindfs -f --multithreaded"
+        [ "$lock" = 1 ] && view+=" --enable-lock-forwarding"
+        if [ "$cache" = 1 ]; then
+            view+=" -o auto_cache,attr_timeout=3,entry_timeout=3,negative_timeout=3"
+        else
+            view+=" -o attr_timeout=0,entry_timeout=0,negative_timeout=0,direct_io"
+        fi
     fi
     : >"$STATE/hosts"
     trap 'say "up failed: taking down what was started"; down' EXIT

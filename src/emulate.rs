@@ -157,20 +157,15 @@ impl Emulate {
                 "virtual sites replace the config's `sites`, which is `Measure`: keep one".into(),
             ));
         }
-        let d = self.storage_delay;
-        if !(d.is_finite() && d >= 0.0) {
-            return Some((
-                "emulate.storage_delay",
-                format!("{d} seconds: must be a finite number of seconds, zero or more"),
-            ));
-        }
-        if let Some((_, t)) = self.panic_at
-            && !(t.is_finite() && t >= 0.0)
-        {
-            return Some((
-                "emulate.panic_at",
-                format!("{t} seconds: must be a finite number of seconds, zero or more"),
-            ));
+        let seconds = [
+            ("emulate.storage_delay", Some(self.storage_delay)),
+            ("emulate.panic_at", self.panic_at.map(|(_, t)| t)),
+        ];
+        for (field, t) in seconds {
+            if let Some(t) = t.filter(|t| !(t.is_finite() && *t >= 0.0)) {
+                let why = format!("{t} seconds: must be a finite number of seconds, zero or more");
+                return Some((field, why));
+            }
         }
         let why = self.grid.as_ref().and_then(Grid::invalid)?;
         Some(("emulate.grid", why))

@@ -31,7 +31,10 @@ fn unavailable() -> Option<String> {
 /// Skip visibly, or fail where the cluster is required (CI).
 macro_rules! require_cluster {
     () => {
-        if let Some(why) = unavailable() {
+        require_cluster!(unavailable)
+    };
+    ($unavailable:expr) => {
+        if let Some(why) = $unavailable() {
             let required = |v: &str| std::env::var(v).is_ok_and(|v| v == "1" || v == "true");
             assert!(
                 !required("CI") && !required("CLUSTER_REQUIRED"),
@@ -507,13 +510,7 @@ fn with_caching() {
 /// inode being the old file's: a warning that costs help, never an id.)
 #[test]
 fn on_nfs3_views() {
-    require_cluster!();
-    if let Some(why) = common::fusepy_unavailable() {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "1" || v == "true");
-        assert!(!ci, "the NFSv3 views must run in CI: {why}");
-        eprintln!("SKIPPED: NFSv3 views not run: {why}");
-        return;
-    }
+    require_cluster!(|| unavailable().or_else(common::fusepy_unavailable));
     let cluster = Cluster::up("nfs3", 4, &["--nfs3"]);
     for _ in 0..3 {
         let job = cluster.emulate("cluster8", &[("SOSLB_HOST_BOARD", "false")]);
