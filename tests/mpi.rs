@@ -483,30 +483,44 @@ enum Ends {
     Once,
     /// Every id exactly once, or an error on every rank naming the file.
     OnceOrNamed,
+    /// An error on every rank naming the file.
+    Named,
 }
 
 /// Run `midrun` and, once a helper has claimed a slot of rank 15's SOS,
-/// damage the run directory with `fault`. The run computes every id
-/// exactly once, or (`OnceOrNamed`) fails on every rank with a message
-/// naming what `fault` returned: never a silent duplicate. Returns the
-/// result line and stderr.
+/// damage the run directory with `fault`: see [`damage`].
 fn damage_after_first_claim(
     name: &str,
     ends: Ends,
     fault: impl FnOnce(&Path) -> String,
 ) -> (String, String) {
+    let claimed = |job: &Path| claims_of(job, 15).len() >= 2;
+    damage(name, ends, ("claim of rank 15's slots", claimed), fault)
+}
+
+/// Run `midrun` and, once `ready` (what it waits for, and whether the
+/// run directory shows it), damage the run directory with `fault`. The run
+/// computes every id exactly once, or (`OnceOrNamed`, `Named`) fails on
+/// every rank with a message naming what `fault` returned: never a silent
+/// duplicate. Returns the result line and stderr.
+fn damage(
+    name: &str,
+    ends: Ends,
+    (awaited, ready): (&str, impl Fn(&Path) -> bool),
+    fault: impl FnOnce(&Path) -> String,
+) -> (String, String) {
     use std::time::{Duration, Instant};
     let (dir, mut child, deadline) = spawn_midrun(name);
     let job = wait_job_dir(&dir, deadline);
-    while claims_of(&job, 15).len() < 2 {
-        // A job that ended, or ran out the deadline, with no claim seen:
-        // what it printed tells which.
+    while !ready(&job) {
+        // A job that ended, or ran out the deadline, before: what it
+        // printed tells which.
         let ended = matches!(child.try_wait(), Ok(Some(_)));
         if ended || Instant::now() >= deadline {
             let _ = child.kill();
             let out = child.wait_with_output().expect("mpirun ends");
             panic!(
-                "no claim of rank 15's slots seen in {} ({}):\n{}\n{}",
+                "no {awaited} seen in {} ({}):\n{}\n{}",
                 job.display(),
                 if ended { "the job ended" } else { "deadline" },
                 String::from_utf8_lossy(&out.stdout),
@@ -527,12 +541,16 @@ fn damage_after_first_claim(
     let once = field(&result, "missing") == Some("0") && field(&result, "duplicates") == Some("0");
     if out.status.success() {
         assert!(
+            ends != Ends::Named,
+            "{name}: the job did not fail:\n{result}\n{stderr}"
+        );
+        assert!(
             once,
             "a silent loss or duplicate after {name}:\n{result}\n{stderr}"
         );
     } else {
         assert!(
-            ends == Ends::OnceOrNamed,
+            ends != Ends::Once,
             "{name}: the job failed:\n{stdout}\n{stderr}"
         );
         // Every rank reports the error, naming the file.
@@ -596,6 +614,34 @@ fn a_claim_file_deleted_by_hand_is_no_silent_duplicate() {
         let last = claims.iter().max().expect("a claim").clone();
         std::fs::remove_file(&last).unwrap();
         last.display().to_string()
+    });
+}
+
+#[test]
+fn junk_at_a_claim_name_is_an_error_on_every_rank_naming_it() {
+    // Junk (not a claim) at the claim names of rank 15's first post, as
+    // soon as it is out: whoever claims one of its slots but the first few
+    // loses it to the junk, so nobody computes their ids, and every rank
+    // says which file holds them.
+    let posted = |job: &Path| job.join("sos/15.ron").exists();
+    damage("junk", Ends::Named, ("SOS of rank 15", posted), |job| {
+        let sos = std::fs::read_to_string(job.join("sos/15.ron")).unwrap_or_default();
+        let seq: String = (sos.split_once("seq:").map_or("", |(_, rest)| rest).chars())
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let dir = job.join("aid/15");
+        let _ = std::fs::create_dir(&dir);
+        // (More names than the SOS has slots: the extra ones are nobody's.)
+        for index in 0..64 {
+            let junk = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(dir.join(format!("{seq}.{index}")));
+            if let Ok(mut f) = junk {
+                std::io::Write::write_all(&mut f, b"junk").unwrap();
+            }
+        }
+        format!("{}/{seq}.", dir.display())
     });
 }
 

@@ -68,16 +68,11 @@ impl RunFiles {
     /// another rank, or was won twice: removed during the run (and perhaps
     /// made again).
     pub(super) fn removed_claim(&self, me: usize, won: &[(Level, usize, Slot)]) -> Option<String> {
-        let mut shared = FileBoard::open(&self.job_dir, me).ok()?;
-        let mut host =
-            (self.host_board_dir.as_ref()).and_then(|(d, _)| FileBoard::open(d, me).ok());
+        let mut boards = self.boards(me)?;
         won.iter()
             .enumerate()
             .find_map(|(k, (level, owner, slot))| {
-                let board = match (level, &mut host) {
-                    (Level::Host, Some(h)) => h,
-                    _ => &mut shared,
-                };
+                let board = boards.at(*level);
                 let now = match board.probe(*owner, slot) {
                     _ if won[..k].contains(&won[k]) => "was won twice".to_string(),
                     Ok(Probe::Taken(Some(c))) if c.by != me => format!("names rank {}", c.by),
@@ -87,6 +82,53 @@ impl RunFiles {
                 let path = board.claim_path(*owner, slot);
                 Some(removed(&path, &now, me, slot))
             })
+    }
+
+    /// After ids were lost: the first of this rank's own slots, lost to a
+    /// claim it could not read (`unread`), whose file still holds no claim
+    /// of it, or is gone. (Every helper has finished: a claim is complete.)
+    pub(super) fn unclaimed(&self, me: usize, unread: &[(Level, Slot)]) -> Option<String> {
+        let mut boards = self.boards(me).filter(|_| !unread.is_empty())?;
+        unread.iter().find_map(|(level, slot)| {
+            let board = boards.at(*level);
+            let now = match board.probe(me, slot) {
+                Ok(Probe::Taken(None)) => "holds no claim",
+                Ok(Probe::Free) => "is gone",
+                _ => return None,
+            };
+            Some(format!(
+                "rank {me} lost its claim of ids {}..{} to {}, which {now}: those ids may never \
+                 have been computed (a file written into, or removed from, the run directory \
+                 during the run?)",
+                slot.start,
+                slot.end,
+                board.claim_path(me, slot).display()
+            ))
+        })
+    }
+
+    /// This rank's handles on the shared board and the host's.
+    fn boards(&self, me: usize) -> Option<Boards> {
+        Some(Boards {
+            shared: FileBoard::open(&self.job_dir, me).ok()?,
+            host: (self.host_board_dir.as_ref()).and_then(|(d, _)| FileBoard::open(d, me).ok()),
+        })
+    }
+}
+
+/// The boards a rank's claims are on.
+struct Boards {
+    shared: FileBoard,
+    host: Option<FileBoard>,
+}
+
+impl Boards {
+    /// The board of `level` (the shared one if the host has none).
+    fn at(&mut self, level: Level) -> &mut FileBoard {
+        match (level, &mut self.host) {
+            (Level::Host, Some(h)) => h,
+            _ => &mut self.shared,
+        }
     }
 }
 

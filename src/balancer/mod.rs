@@ -447,8 +447,13 @@ impl Balancer {
         false
     }
 
-    /// Every rank has the verdict `v`.
+    /// Every rank has the verdict `v`. Ids lost: an own slot lost to a
+    /// claim that is still none names the file (collective).
     fn conclude_with(&mut self, v: Verdict) {
+        if let Verdict::Lost { .. } = v {
+            let found = self.files.unclaimed(self.ctx.me(), self.rank.unread());
+            self.end.lost_in = self.named(found);
+        }
         self.end.settle(&mut self.ctx, &mut self.rank, &v);
         self.desk.job_over();
         self.end.verdict = Some(v);
@@ -665,10 +670,14 @@ impl Balancer {
     ) -> Result<Summary> {
         let total = self.rank.total();
         let audit_error = summary.audit_problem(total);
-        // Ids computed twice: the claim files say which (every rank decides
-        // alike, the audit being the same on every rank).
+        // Ids computed twice: a won claim file that is gone, names another
+        // rank, or was won twice was removed during the run (every rank
+        // decides alike, the audit being the same on every rank).
         let twice = match (&audit_error, &self.end.verdict) {
-            (Some(_), Some(Verdict::Done)) => self.named_twice(),
+            (Some(_), Some(Verdict::Done)) => {
+                let found = self.files.removed_claim(self.ctx.me(), self.rank.won());
+                self.named(found).map(Error::Audit)
+            }
             _ => None,
         };
         self.ctx.monitor.line(
@@ -739,18 +748,14 @@ impl Balancer {
         Ok(())
     }
 
-    /// After an audit that found ids computed twice: re-read this rank's
-    /// won claims. A claim file that is gone, names another rank, or that
-    /// this rank won twice was removed during the run; the lowest rank that
-    /// finds one names it on every rank (collective).
-    fn named_twice(&mut self) -> Option<Error> {
-        let me = self.ctx.me();
-        let found = self.files.removed_claim(me, self.rank.won());
+    /// The first of the ranks' `found` (collective): what the lowest rank
+    /// that found something names, on every rank.
+    fn named(&self, found: Option<String>) -> Option<String> {
         let comm = &self.ctx.comm;
         let flags = comm.all_gather(&[u64::from(found.is_some())]);
         let root = rows_first(&flags, 1, 0)?;
         let (_, text) = comm.broadcast_message(0, found.as_deref().unwrap_or(""), root);
-        Some(Error::Audit(text))
+        Some(text)
     }
 
     /// `finish` before the verdict: a rank that still owns ids fails (unless

@@ -50,6 +50,9 @@ pub(super) struct Termination {
     pub(super) verdict: Option<Verdict>,
     /// After [`Verdict::Failed`]: the failed rank, its code and message.
     error: Option<(usize, i32, String)>,
+    /// After [`Verdict::Lost`]: the claim file that lost the ids, if a
+    /// rank found one.
+    pub(super) lost_in: Option<String>,
     /// Since when this rank waits for a wave, and when it warns next.
     waiting: Option<(f64, f64)>,
     /// The time of the wave of the last host transfers planned
@@ -95,6 +98,7 @@ impl Termination {
             stop: false,
             verdict: None,
             error: None,
+            lost_in: None,
             waiting: None,
             planned: f64::NEG_INFINITY,
             waves: 0,
@@ -137,8 +141,13 @@ impl Termination {
                 path: job_dir.to_path_buf(),
                 reason: format!(
                     "the ranks computed {completed} of {total} realisations and none owns any \
-                     more: ids were lost (a signal file destroyed or replaced during the run?); \
-                     see the monitor logs"
+                     more: ids were lost{}",
+                    (self.lost_in.as_ref()).map_or(
+                        " (a signal file destroyed or replaced during the run?); see the monitor \
+                         logs"
+                            .into(),
+                        |found| format!(": {found}")
+                    )
                 ),
             }),
             None => Err(Error::Internal("no verdict yet".into())),

@@ -19,6 +19,9 @@ pub(super) struct Ledger {
     pub(super) pending: Vec<(Level, Slot)>,
     /// Claims this rank won: the board, the owner and the slot.
     pub(super) won: Vec<(Level, usize, Slot)>,
+    /// Own slots lost to a claim whose body this rank did not read: if ids
+    /// are lost, their files are the suspects.
+    pub(super) unread: Vec<(Level, Slot)>,
     /// The chunk being computed and when it was handed out.
     out: Option<(f64, Range<u64>)>,
     /// The ids finished since the last progress line.
@@ -35,6 +38,7 @@ impl Ledger {
             lease: IdSet::from_range(initial_block(total, ranks, me)),
             pending: Vec::new(),
             won: Vec::new(),
+            unread: Vec::new(),
             out: None,
             progress: IdSet::new(),
             audit: Audit::default(),

@@ -219,6 +219,12 @@ impl Rank {
         &self.ledger.won
     }
 
+    /// Own slots lost to a claim this rank could not read: the board and
+    /// the slot.
+    pub fn unread(&self) -> &[(Level, Slot)] {
+        &self.ledger.unread
+    }
+
     /// The ids computed so far, as an audit.
     pub fn audit(&self) -> Audit {
         self.ledger.audit

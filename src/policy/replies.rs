@@ -134,13 +134,14 @@ impl Rank {
             self.ledger.won.push((level, self.me, s));
         }
         for (s, claim) in lost {
-            self.lost(&s, claim);
+            self.lost(level, &s, claim);
         }
         ids
     }
 
-    /// Another rank claimed the slot `s` of this rank (`claim`, if read).
-    fn lost(&mut self, s: &Slot, claim: Option<Claim>) {
+    /// Another rank claimed the slot `s` of this rank on `level`'s board
+    /// (`claim`, if read).
+    fn lost(&mut self, level: Level, s: &Slot, claim: Option<Claim>) {
         if !self.ledger.holds(s) {
             return;
         }
@@ -148,12 +149,15 @@ impl Rank {
         self.report.given += s.len();
         let aid = match &claim {
             Some(c) => Aid::from(c),
-            None => Aid {
-                helper: None,
-                ids: IdSet::from_range(s.ids()),
-                at: f64::NAN,
-                speed: f64::NAN,
-            },
+            None => {
+                self.ledger.unread.push((level, s.clone()));
+                Aid {
+                    helper: None,
+                    ids: IdSet::from_range(s.ids()),
+                    at: f64::NAN,
+                    speed: f64::NAN,
+                }
+            }
         };
         if let Some(c) = claim {
             self.owner.helped.push(c);
