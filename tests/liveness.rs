@@ -4,7 +4,7 @@
 //! inside `next`, a signal-file write that fails, a stop asked by one rank,
 //! several loops in one program, one rank, observables that disagree, an
 //! index or SOS file damaged from outside the job (the board heals, no rank
-//! spins).
+//! spins), a signal directory that fills up.
 
 mod common;
 
@@ -231,6 +231,64 @@ fn a_failed_sos_file_write_costs_help_and_no_id() {
         job.stderr.contains("sos/15.ron"),
         "the failure is not named:\n{job}"
     );
+}
+
+/// A tmpfs of `size` mounted at `dir` (root only), unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: PathBuf, size: &str) -> Option<Tmpfs> {
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "soslb-test"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        mounted.then_some(Tmpfs(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_full_signal_directory_costs_help_and_no_id() {
+    // The signal directory on a small tmpfs, filled once rank 15 has posted
+    // its SOS (a quota or a disk full on a cluster's shared storage): every
+    // write fails with ENOSPC from then on. Every id is computed once, or
+    // every rank fails naming a file; the failures are named.
+    let Some(fs) = Tmpfs::mount(temp_dir("full"), "4m") else {
+        assert!(std::env::var_os("CI").is_none(), "cannot mount a tmpfs");
+        println!("SKIPPED: cannot mount a tmpfs (not root?)");
+        return;
+    };
+    let signals = fs.0.join("signals");
+    let env = [
+        ("SOSLB_SIGNAL_DIR", signals.to_str().unwrap()),
+        ("SOSLB_HOST_BOARD", "false"),
+    ];
+    let job = emulate_with(16, "midrun", &[], &env, |_| {
+        wait_for("rank 15's SOS file", || {
+            signals.join("job.0/sos/15.ron").exists()
+        });
+        let mut filler = std::fs::File::create(fs.0.join("filler")).unwrap();
+        while std::io::Write::write_all(&mut filler, &[0; 4096]).is_ok() {}
+    });
+    let full = "No space left on device";
+    assert!(job.stderr.contains(full), "nothing was refused:\n{job}");
+    if job.ok {
+        assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
+    } else {
+        let named = (0..16).filter(|r| {
+            let prefix = format!("emulate: rank {r}: {}", signals.display());
+            job.stderr.lines().any(|l| l.starts_with(&prefix))
+        });
+        assert_eq!(named.count(), 16, "not every rank names a file:\n{job}");
+    }
+    println!("full signal directory: {}", job.result());
 }
 
 #[test]
