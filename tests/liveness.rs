@@ -4,7 +4,7 @@
 //! inside `next`, a signal-file write that fails, a stop asked by one rank,
 //! several loops in one program, one rank, observables that disagree, an
 //! index or SOS file damaged from outside the job (the board heals, no rank
-//! spins), a signal directory that fills up.
+//! spins), a signal directory that fills up, a rank stopped by a signal.
 
 mod common;
 
@@ -289,6 +289,71 @@ fn a_full_signal_directory_costs_help_and_no_id() {
         assert_eq!(named.count(), 16, "not every rank names a file:\n{job}");
     }
     println!("full signal directory: {}", job.result());
+}
+
+/// The pid of the emulator's rank `rank` of the job whose signal directory
+/// is `signals` (Open MPI's or MPICH's rank variable in its environment).
+fn pid_of_rank(signals: &Path, rank: usize) -> Option<i32> {
+    let dir = format!("SOSLB_SIGNAL_DIR={}", signals.display());
+    let ranks = [
+        format!("OMPI_COMM_WORLD_RANK={rank}"),
+        format!("PMI_RANK={rank}"),
+    ];
+    let entries = std::fs::read_dir("/proc").ok()?;
+    entries.filter_map(|e| e.ok()).find_map(|e| {
+        let pid = e.file_name().to_str()?.parse().ok()?;
+        let exe = std::fs::read_link(e.path().join("exe")).ok()?;
+        let env = std::fs::read(e.path().join("environ")).ok()?;
+        let has = |v: &str| env.split(|&b| b == 0).any(|x| x == v.as_bytes());
+        let ours = exe.file_name()? == "emulate" && has(&dir) && ranks.iter().any(|r| has(r));
+        ours.then_some(pid)
+    })
+}
+
+#[test]
+fn a_rank_stopped_by_a_signal_is_named_and_the_job_ends_once_it_resumes() {
+    // Rank 3 stopped (SIGSTOP, as a swapping node or a debugger would) for
+    // 5 s, then resumed (SIGCONT): the others name it while they wait, and
+    // the job ends with every id once.
+    let env = [("SOSLB_WAIT_WARNING", "1.5")];
+    let job = emulate_with(8, "speeds8", &[], &env, |signals| {
+        let mut pid = None;
+        wait_for("rank 3's process", || {
+            pid = pid_of_rank(signals, 3);
+            pid.is_some() && signals.join("job.0").exists()
+        });
+        let pid = pid.unwrap_or_default();
+        std::thread::sleep(Duration::from_millis(800));
+        // SAFETY: kill has no memory preconditions; pid is rank 3's.
+        assert_eq!(
+            unsafe { libc::kill(pid, libc::SIGSTOP) },
+            0,
+            "SIGSTOP {pid}"
+        );
+        std::thread::sleep(Duration::from_secs(5));
+        assert_eq!(
+            unsafe { libc::kill(pid, libc::SIGCONT) },
+            0,
+            "SIGCONT {pid}"
+        );
+    });
+    assert!(job.ok, "{job}");
+    assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
+    let named = job.stderr.lines().any(|l| {
+        let awaited = l
+            .split_once("for rank(s) ")
+            .and_then(|(_, r)| r.split_once(", which"));
+        l.contains("waited") && awaited.is_some_and(|(r, _)| r.split(", ").any(|r| r == "3"))
+    });
+    assert!(named, "no warning named rank 3:\n{job}");
+    assert!(job.seconds > 5.0, "the job did not wait for rank 3:\n{job}");
+    println!(
+        "{}",
+        job.stderr
+            .lines()
+            .find(|l| l.contains("waited"))
+            .unwrap_or_default()
+    );
 }
 
 #[test]

@@ -228,8 +228,9 @@ impl Termination {
     }
 
     /// A wave waited for longer than `wait_warning`: say for whom, once, then
-    /// with a doubling back-off. One rank prints it (the lowest idle one);
-    /// every waiting rank logs it.
+    /// with a doubling back-off. One rank prints it (the lowest idle one;
+    /// if every rank had work at the last wave, the two lowest, since one
+    /// of them may be the one awaited); every waiting rank logs it.
     pub(super) fn warn_stall(&mut self, ctx: &mut Context, now: f64) {
         let (since, at) = *self
             .waiting
@@ -238,7 +239,11 @@ impl Termination {
             return;
         }
         self.waiting = Some((since, now + (now - since)));
-        let busy = self.judge.busy();
+        let me = ctx.me();
+        // (This rank waits: it is not one of those awaited.)
+        let busy: Vec<usize> = (self.judge.busy().iter().copied())
+            .filter(|&r| r != me)
+            .collect();
         let shown: Vec<String> = busy.iter().take(8).map(|r| r.to_string()).collect();
         let who = match busy.len() {
             0 => "the other ranks".to_string(),
@@ -250,9 +255,8 @@ impl Termination {
              or soslb_finalize (a realisation longer than that, or a rank that stopped calling)",
             now - since
         );
-        let me = ctx.me();
-        let printer = (0..ctx.comm.size()).find(|r| !busy.contains(r));
-        if printer == Some(me) {
+        let idle = (0..ctx.comm.size()).find(|r| !self.judge.busy().contains(r));
+        if idle.map_or(me < 2, |r| r == me) {
             crate::error::warn(me, &text);
         }
         ctx.monitor.line(now, format_args!("warning {text}"));
