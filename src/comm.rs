@@ -439,18 +439,26 @@ impl Comm {
     }
 
     /// Every rank learns whether every rank succeeded. A rank that failed
-    /// returns its own error; the others an error naming the failed ranks.
+    /// returns its own error; the others an error with the lowest failed
+    /// rank's message.
     pub fn agree<T>(&self, local: Result<T>) -> Result<T> {
         let mine = [local.is_err() as u64];
         let flags = self.all_gather(&mine);
         let failed: Vec<usize> = (0..self.size).filter(|&r| flags[r] != 0).collect();
-        match local {
-            Err(e) => Err(e),
-            Ok(_) if !failed.is_empty() => Err(Error::Mpi(format!(
-                "rank(s) {failed:?} failed to start soslb; their error messages say why"
-            ))),
-            ok => ok,
-        }
+        let Some(&first) = failed.first() else {
+            return local;
+        };
+        let text = local.as_ref().err().map(Error::to_string);
+        let (_, message) = self.broadcast_message(0, text.as_deref().unwrap_or(""), first);
+        let others = match failed.len() {
+            1 => String::new(),
+            _ => format!(" (ranks {failed:?} failed)"),
+        };
+        local.and_then(|_| {
+            Err(Error::Mpi(format!(
+                "rank {first} failed to start soslb{others}: {message}"
+            )))
+        })
     }
 
     /// `MPI_Allgather` of `words` (the same length on every rank), rank by

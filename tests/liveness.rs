@@ -233,6 +233,33 @@ fn a_failed_sos_file_write_costs_help_and_no_id() {
     );
 }
 
+#[test]
+fn a_signal_directory_that_cannot_be_made_is_named_on_every_rank() {
+    // Under a regular file: rank 0, which makes the run directory, fails
+    // at init, and every other rank's error gives rank 0's message.
+    let tmp = temp_dir("notdir");
+    std::fs::write(tmp.join("file"), "").unwrap();
+    let signals = tmp.join("file/signals");
+    let job = emulate(
+        4,
+        "speeds8",
+        &[],
+        &[("SOSLB_SIGNAL_DIR", signals.to_str().unwrap())],
+    );
+    assert!(!job.ok, "{job}");
+    for r in 0..4 {
+        let prefix = format!("emulate: rank {r}: ");
+        let named = (job.stderr.lines())
+            .any(|l| l.starts_with(&prefix) && l.contains(signals.to_str().unwrap()));
+        assert!(
+            named,
+            "rank {r} does not name {}:\n{job}",
+            signals.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(tmp);
+}
+
 /// A tmpfs of `size` mounted at `dir` (root only), unmounted when dropped.
 struct Tmpfs(PathBuf);
 
