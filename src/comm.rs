@@ -191,15 +191,21 @@ impl Drop for Gather {
     }
 }
 
-/// The tag of host transfers ([`crate::transfer`]) on the library's
-/// communicator (its collectives do not match point-to-point messages, and
-/// the ping-pongs of measured sites use tag 0).
-const TRANSFER_TAG: i32 = 7;
+/// The point-to-point messages of the library's communicator, by tag (its
+/// collectives do not match them, and the ping-pongs of measured sites use
+/// tag 0).
+#[derive(Clone, Copy, Debug)]
+pub enum Mail {
+    /// A host transfer ([`crate::transfer`]): the ids' ranges.
+    Transfer = 7,
+    /// A waiting rank's notice to the ranks that warn of a stalled wave.
+    Waiting = 8,
+}
 
-/// A host transfer on its way: an `MPI_Issend` of the ids' ranges, which
-/// completes once the receiver has matched it (the ids are then the
-/// receiver's). The buffer is owned here until then; one dropped
-/// unfinished leaks it, since MPI may still read it.
+/// A message on its way: an `MPI_Issend`, which completes once the receiver
+/// has matched it (a host transfer's ids are then the receiver's). The
+/// buffer is owned here until then; one dropped unfinished leaks it, since
+/// MPI may still read it.
 pub struct Outgoing {
     words: Vec<u64>,
     req: [MPI_Request; 1],
@@ -252,9 +258,9 @@ unsafe fn valid(raw: mpi::ffi::MPI_Comm) -> bool {
 }
 
 impl Comm {
-    /// Send `words` (a host transfer) to rank `to`: a synchronous-mode
-    /// non-blocking send, complete once `to` has received it.
-    pub fn send_transfer(&self, to: usize, words: Vec<u64>) -> Outgoing {
+    /// Send `words` as `mail` to rank `to`: a synchronous-mode non-blocking
+    /// send, complete once `to` has received it.
+    pub fn send(&self, mail: Mail, to: usize, words: Vec<u64>) -> Outgoing {
         // SAFETY: MPI_REQUEST_NULL is a plain handle value.
         let mut req = [unsafe { mpi::ffi::RSMPI_REQUEST_NULL }];
         // SAFETY: the buffer is a heap allocation owned by the returned
@@ -266,7 +272,7 @@ impl Comm {
                 words.len() as i32,
                 mpi::ffi::RSMPI_UINT64_T,
                 to as i32,
-                TRANSFER_TAG,
+                mail as i32,
                 self.comm.as_raw(),
                 &mut req[0],
             );
@@ -278,9 +284,9 @@ impl Comm {
         }
     }
 
-    /// A host transfer that has arrived from any rank, if there is one:
-    /// (the sender, its words).
-    pub fn receive_transfer(&self) -> Option<(usize, Vec<u64>)> {
+    /// A message of `mail`'s kind that has arrived from any rank, if there
+    /// is one: (the sender, its words).
+    pub fn receive(&self, mail: Mail) -> Option<(usize, Vec<u64>)> {
         let comm = self.comm.as_raw();
         let mut flag = 0;
         // SAFETY: a status is plain data; MPI fills it in.
@@ -289,7 +295,7 @@ impl Comm {
         unsafe {
             mpi::ffi::MPI_Iprobe(
                 mpi::ffi::RSMPI_ANY_SOURCE,
-                TRANSFER_TAG,
+                mail as i32,
                 comm,
                 &mut flag,
                 &mut status,
@@ -312,12 +318,34 @@ impl Comm {
                 count,
                 mpi::ffi::RSMPI_UINT64_T,
                 from,
-                TRANSFER_TAG,
+                mail as i32,
                 comm,
                 mpi::ffi::RSMPI_STATUS_IGNORE,
             );
         }
         Some((from as usize, words))
+    }
+
+    /// At the end (collective over the ranks that send `mail`): receive
+    /// every such message still on its way, then wait until `outgoing` is
+    /// complete, so that no send is left pending. `counts`: the messages
+    /// this rank sent and received.
+    pub fn drain(&self, mail: Mail, counts: &mut (u64, u64), outgoing: &mut Vec<Outgoing>) {
+        loop {
+            while self.receive(mail).is_some() {
+                counts.1 += 1;
+            }
+            if self.sum(&[counts.0 as i64 - counts.1 as i64])[0] == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut pause = Duration::from_micros(20);
+        while !outgoing.iter_mut().all(Outgoing::test) {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
+        outgoing.clear();
     }
 
     /// Duplicate `comm` (`MPI_Comm_idup`, waited for quietly).

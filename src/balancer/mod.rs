@@ -15,6 +15,7 @@ mod context;
 mod desk;
 mod duties;
 mod files;
+mod notices;
 mod setup;
 mod summary;
 mod termination;
@@ -617,6 +618,7 @@ impl Balancer {
                 .warn_at_finish(format!("the last look at the own SOS failed: {e}"));
         }
         self.transfers.drain(&self.ctx.comm, self.rank.trades());
+        self.end.notices.drain(&self.ctx.comm);
         if self.rank.has_events() {
             self.log_events(self.now());
         }

@@ -2,6 +2,7 @@
 //! exchange, the waves, this rank's failure or stop, and the verdict.
 
 use super::context::Context;
+use super::notices::Notices;
 use crate::comm::{Comm, Gather, Wave};
 use crate::error::{Error, Result, code};
 use crate::plan::WarmupReport;
@@ -55,6 +56,8 @@ pub(super) struct Termination {
     pub(super) lost_in: Option<String>,
     /// Since when this rank waits for a wave, and when it warns next.
     waiting: Option<(f64, f64)>,
+    /// Who said they wait, while a wave waits.
+    pub(super) notices: Notices,
     /// The time of the wave of the last host transfers planned
     /// ([`crate::transfer::planned`]; the same on every rank).
     planned: f64,
@@ -100,6 +103,7 @@ impl Termination {
             error: None,
             lost_in: None,
             waiting: None,
+            notices: Notices::new(),
             planned: f64::NEG_INFINITY,
             waves: 0,
             test_fast_until: None,
@@ -203,6 +207,7 @@ impl Termination {
         }
         self.wave = None;
         self.waiting = None;
+        self.notices.wave_completed();
         Tested::Complete(verdict, job)
     }
 
@@ -228,21 +233,29 @@ impl Termination {
     }
 
     /// A wave waited for longer than `wait_warning`: say for whom, once, then
-    /// with a doubling back-off. One rank prints it (the lowest idle one;
-    /// if every rank had work at the last wave, the two lowest, since one
-    /// of them may be the one awaited); every waiting rank logs it.
+    /// with a doubling back-off. From half that wait this rank tells the
+    /// ranks that print it that it waits ([`Notices`]); they print the
+    /// ranks that had work at the last wave and have not said so. Every
+    /// waiting rank logs it.
     pub(super) fn warn_stall(&mut self, ctx: &mut Context, now: f64) {
-        let (since, at) = *self
-            .waiting
-            .get_or_insert((now, now + ctx.config.wait_warning));
+        let patience = ctx.config.wait_warning;
+        let (since, at) = *self.waiting.get_or_insert((now, now + patience));
+        let tell = now >= since + 0.5 * patience && !self.notices.told();
+        if !tell && now < at {
+            return;
+        }
+        let printers = self.printers(ctx.comm.size());
+        self.notices.tell(&ctx.comm, &printers);
         if now < at {
             return;
         }
         self.waiting = Some((since, now + (now - since)));
         let me = ctx.me();
-        // (This rank waits: it is not one of those awaited.)
+        let mut waiting = self.notices.waiting(&ctx.comm).to_vec();
+        waiting.push(me);
+        waiting.sort_unstable();
         let busy: Vec<usize> = (self.judge.busy().iter().copied())
-            .filter(|&r| r != me)
+            .filter(|r| waiting.binary_search(r).is_err())
             .collect();
         let shown: Vec<String> = busy.iter().take(8).map(|r| r.to_string()).collect();
         let who = match busy.len() {
@@ -251,17 +264,29 @@ impl Termination {
             _ => format!("rank(s) {}", shown.join(", ")),
         };
         let text = format!(
-            "waited {:.0} s for {who}, which owned work at the last check, to call soslb_next \
-             or soslb_finalize (a realisation longer than that, or a rank that stopped calling)",
+            "waited {:.0} s for {who}, which had work at the last check and have not said they \
+             wait, to call soslb_next or soslb_finalize (a realisation longer than that, or a \
+             rank that stopped calling)",
             now - since
         );
-        let idle = (0..ctx.comm.size()).find(|r| !self.judge.busy().contains(r));
-        if idle.map_or(me < 2, |r| r == me) {
+        if printers.contains(&me) {
             crate::error::warn(me, &text);
         }
         ctx.monitor.line(now, format_args!("warning {text}"));
         ctx.monitor.flush();
         ctx.warnings.push(text);
+    }
+
+    /// The ranks that print a stall warning: the lowest one idle at the
+    /// last wave (it waits), or, if every rank had work then, the two
+    /// lowest (one of them may be the one awaited).
+    fn printers(&self, ranks: usize) -> Vec<usize> {
+        // (The busy ranks are in rank order.)
+        let busy = self.judge.busy();
+        match (0..ranks).find(|r| busy.binary_search(r).is_err()) {
+            Some(idle) => vec![idle],
+            None => (0..ranks.min(2)).collect(),
+        }
     }
 
     /// Join Algorithm 1's collective with this rank's warm-up report and

@@ -1,11 +1,10 @@
 //! Host transfers in the shell ([`crate::transfer`]): the MPI messages
 //! that carry ids between hosts, sent, received and drained at `finish`.
 
-use crate::comm::{Comm, Outgoing};
+use crate::comm::{Comm, Mail, Outgoing};
 use crate::error::Error;
 use crate::ids::IdSet;
 use crate::policy::Rank;
-use std::time::Duration;
 
 /// This rank's host transfers.
 pub(super) struct Transfers {
@@ -30,7 +29,8 @@ impl Transfers {
 
     /// Send `ids` to rank `to`.
     pub(super) fn send(&mut self, comm: &Comm, to: usize, ids: &IdSet) {
-        self.outgoing.push(comm.send_transfer(to, ids.to_words()));
+        self.outgoing
+            .push(comm.send(Mail::Transfer, to, ids.to_words()));
         self.counts.0 += 1;
     }
 
@@ -54,7 +54,7 @@ impl Transfers {
             return errors;
         }
         self.outgoing.retain_mut(|o| !o.test());
-        while let Some((from, words)) = comm.receive_transfer() {
+        while let Some((from, words)) = comm.receive(Mail::Transfer) {
             self.counts.1 += 1;
             match IdSet::from_words(&words) {
                 Some(ids) => {
@@ -78,21 +78,6 @@ impl Transfers {
         if !trades {
             return;
         }
-        loop {
-            while comm.receive_transfer().is_some() {
-                self.counts.1 += 1;
-            }
-            let (sent, received) = self.counts;
-            if comm.sum(&[sent as i64 - received as i64])[0] == 0 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let mut pause = Duration::from_micros(20);
-        while !self.outgoing.iter_mut().all(Outgoing::test) {
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(2));
-        }
-        self.outgoing.clear();
+        comm.drain(Mail::Transfer, &mut self.counts, &mut self.outgoing);
     }
 }

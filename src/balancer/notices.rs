@@ -1,0 +1,69 @@
+//! Notices of waiting. A wave waits for every rank, so while one rank is
+//! stalled no wave tells the others who it is. Each waiting rank tells the
+//! ranks that will print the warning, in a point-to-point message, so that
+//! the warning names the ranks that had work at the last wave and have not
+//! said they wait, not all that had work.
+
+use crate::comm::{Comm, Mail, Outgoing};
+
+/// This rank's notices, sent and received.
+pub(super) struct Notices {
+    outgoing: Vec<Outgoing>,
+    /// Messages sent and received, for the drain at `finish`.
+    counts: (u64, u64),
+    /// This rank told its printers it waits, since the last wave it saw
+    /// complete.
+    told: bool,
+    /// The ranks that said they wait, since then (the ranks do not see a
+    /// wave complete at one time, so a notice names no wave).
+    waiting: Vec<usize>,
+}
+
+impl Notices {
+    pub(super) fn new() -> Notices {
+        Notices {
+            outgoing: Vec::new(),
+            counts: (0, 0),
+            told: false,
+            waiting: Vec::new(),
+        }
+    }
+
+    /// A wave completed: the notices so far are of the stall before it.
+    pub(super) fn wave_completed(&mut self) {
+        self.told = false;
+        self.waiting.clear();
+    }
+
+    /// Whether this rank has told its printers it waits.
+    pub(super) fn told(&self) -> bool {
+        self.told
+    }
+
+    /// Tell `printers` (but this rank) that this rank waits, once a wave.
+    pub(super) fn tell(&mut self, comm: &Comm, printers: &[usize]) {
+        if std::mem::replace(&mut self.told, true) {
+            return;
+        }
+        for &p in printers.iter().filter(|&&p| p != comm.rank()) {
+            self.outgoing.push(comm.send(Mail::Waiting, p, vec![1]));
+            self.counts.0 += 1;
+        }
+    }
+
+    /// The ranks that have said they wait.
+    pub(super) fn waiting(&mut self, comm: &Comm) -> &[usize] {
+        self.outgoing.retain_mut(|o| !o.test());
+        while let Some((from, _)) = comm.receive(Mail::Waiting) {
+            self.counts.1 += 1;
+            self.waiting.push(from);
+        }
+        &self.waiting
+    }
+
+    /// At `finish` (collective): every notice sent is received, so that no
+    /// send is left pending.
+    pub(super) fn drain(&mut self, comm: &Comm) {
+        comm.drain(Mail::Waiting, &mut self.counts, &mut self.outgoing);
+    }
+}
