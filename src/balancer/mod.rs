@@ -605,7 +605,8 @@ impl Balancer {
     }
 
     /// The end of this rank's work at `finish`: the verdict, the last look
-    /// at its SOS, the host transfers drained, the clerk's thread ended.
+    /// at its SOS, the host transfers and notices of waiting drained, the
+    /// clerk's thread ended.
     /// The board's operations.
     fn wind_down(&mut self) -> u64 {
         if self.end.verdict.is_none() {
