@@ -45,19 +45,25 @@ impl Notices {
         if std::mem::replace(&mut self.told, true) {
             return;
         }
+        self.outgoing.retain_mut(|o| !o.test());
         for &p in printers.iter().filter(|&&p| p != comm.rank()) {
             self.outgoing.push(comm.send(Mail::Waiting, p, vec![1]));
             self.counts.0 += 1;
         }
     }
 
-    /// The ranks that have said they wait.
-    pub(super) fn waiting(&mut self, comm: &Comm) -> &[usize] {
-        self.outgoing.retain_mut(|o| !o.test());
+    /// Receive the notices that have arrived (at every test of a wave that
+    /// waits, so that they do not pile up unreceived).
+    pub(super) fn receive(&mut self, comm: &Comm) {
         while let Some((from, _)) = comm.receive(Mail::Waiting) {
             self.counts.1 += 1;
             self.waiting.push(from);
         }
+    }
+
+    /// The ranks that have said they wait.
+    pub(super) fn waiting(&mut self, comm: &Comm) -> &[usize] {
+        self.receive(comm);
         &self.waiting
     }
 

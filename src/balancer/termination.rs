@@ -240,6 +240,7 @@ impl Termination {
     pub(super) fn warn_stall(&mut self, ctx: &mut Context, now: f64) {
         let patience = ctx.config.wait_warning;
         let (since, at) = *self.waiting.get_or_insert((now, now + patience));
+        self.notices.receive(&ctx.comm);
         let tell = now >= since + 0.5 * patience && !self.notices.told();
         if !tell && now < at {
             return;
