@@ -7,9 +7,9 @@
 //! `Balancer` orchestrates its parts, each in a file of its own: the
 //! set-up (`setup`), the termination (`termination`), the clerk's desk
 //! (`desk`), the grid job's duties (`duties`: deadline, completion
-//! journal, progress), host transfers (`transfers`), the run's files
-//! (`files`) and the [`Summary`] (`summary`); `context` holds what they
-//! share.
+//! journal, progress), host transfers (`transfers`), the notices of
+//! waiting that name a stalled rank (`notices`), the run's files (`files`)
+//! and the [`Summary`] (`summary`); `context` holds what they share.
 
 mod context;
 mod desk;

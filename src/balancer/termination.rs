@@ -1,5 +1,6 @@
 //! The shell's side of the termination ([`crate::verdict`]): the warm-up
-//! exchange, the waves, this rank's failure or stop, and the verdict.
+//! exchange, the waves, this rank's failure or stop, the warning when a
+//! wave waits long, and the verdict.
 
 use super::context::Context;
 use super::notices::Notices;
