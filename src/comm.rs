@@ -206,7 +206,7 @@ pub enum Mail {
 /// has matched it (a host transfer's ids are then the receiver's). The
 /// buffer is owned here until then; one dropped unfinished leaks it, since
 /// MPI may still read it.
-pub struct Outgoing {
+struct Outgoing {
     words: Vec<u64>,
     req: [MPI_Request; 1],
     complete: bool,
@@ -214,7 +214,7 @@ pub struct Outgoing {
 
 impl Outgoing {
     /// True once the receiver has the message.
-    pub fn test(&mut self) -> bool {
+    fn test(&mut self) -> bool {
         if !self.complete {
             self.complete = test_raw(&mut self.req);
         }
@@ -227,6 +227,70 @@ impl Drop for Outgoing {
         if !self.complete && !mpi::environment::is_finalized() {
             std::mem::forget(std::mem::take(&mut self.words));
         }
+    }
+}
+
+/// One kind of point-to-point message, as one rank sends and receives it:
+/// the sends on their way, and the counts that let [`Mailbox::drain`]
+/// leave none pending.
+pub struct Mailbox {
+    mail: Mail,
+    outgoing: Vec<Outgoing>,
+    sent: u64,
+    received: u64,
+}
+
+impl Mailbox {
+    /// An empty mailbox for `mail`.
+    pub fn new(mail: Mail) -> Mailbox {
+        Mailbox {
+            mail,
+            outgoing: Vec::new(),
+            sent: 0,
+            received: 0,
+        }
+    }
+
+    /// Send `words` to rank `to`.
+    pub fn send(&mut self, comm: &Comm, to: usize, words: Vec<u64>) {
+        self.outgoing.push(comm.send(self.mail, to, words));
+        self.sent += 1;
+    }
+
+    /// A message that has arrived, if there is one: (the sender, its words).
+    pub fn receive(&mut self, comm: &Comm) -> Option<(usize, Vec<u64>)> {
+        let got = comm.receive(self.mail);
+        self.received += u64::from(got.is_some());
+        got
+    }
+
+    /// Let go of the sends their receivers have.
+    pub fn prune(&mut self) {
+        self.outgoing.retain_mut(|o| !o.test());
+    }
+
+    /// Some sends were on their way at the last [`Mailbox::prune`].
+    pub fn sending(&self) -> bool {
+        !self.outgoing.is_empty()
+    }
+
+    /// At the end (collective over the ranks that use this kind): receive
+    /// every message still on its way, then wait until this rank's sends
+    /// are complete, so that none is left pending.
+    pub fn drain(&mut self, comm: &Comm) {
+        loop {
+            while self.receive(comm).is_some() {}
+            if comm.sum(&[self.sent as i64 - self.received as i64])[0] == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut pause = Duration::from_micros(20);
+        while !self.outgoing.iter_mut().all(Outgoing::test) {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
+        self.outgoing.clear();
     }
 }
 
@@ -260,7 +324,7 @@ unsafe fn valid(raw: mpi::ffi::MPI_Comm) -> bool {
 impl Comm {
     /// Send `words` as `mail` to rank `to`: a synchronous-mode non-blocking
     /// send, complete once `to` has received it.
-    pub fn send(&self, mail: Mail, to: usize, words: Vec<u64>) -> Outgoing {
+    fn send(&self, mail: Mail, to: usize, words: Vec<u64>) -> Outgoing {
         // SAFETY: MPI_REQUEST_NULL is a plain handle value.
         let mut req = [unsafe { mpi::ffi::RSMPI_REQUEST_NULL }];
         // SAFETY: the buffer is a heap allocation owned by the returned
@@ -286,7 +350,7 @@ impl Comm {
 
     /// A message of `mail`'s kind that has arrived from any rank, if there
     /// is one: (the sender, its words).
-    pub fn receive(&self, mail: Mail) -> Option<(usize, Vec<u64>)> {
+    fn receive(&self, mail: Mail) -> Option<(usize, Vec<u64>)> {
         let comm = self.comm.as_raw();
         let mut flag = 0;
         // SAFETY: a status is plain data; MPI fills it in.
@@ -324,28 +388,6 @@ impl Comm {
             );
         }
         Some((from as usize, words))
-    }
-
-    /// At the end (collective over the ranks that send `mail`): receive
-    /// every such message still on its way, then wait until `outgoing` is
-    /// complete, so that no send is left pending. `counts`: the messages
-    /// this rank sent and received.
-    pub fn drain(&self, mail: Mail, counts: &mut (u64, u64), outgoing: &mut Vec<Outgoing>) {
-        loop {
-            while self.receive(mail).is_some() {
-                counts.1 += 1;
-            }
-            if self.sum(&[counts.0 as i64 - counts.1 as i64])[0] == 0 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let mut pause = Duration::from_micros(20);
-        while !outgoing.iter_mut().all(Outgoing::test) {
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(2));
-        }
-        outgoing.clear();
     }
 
     /// Duplicate `comm` (`MPI_Comm_idup`, waited for quietly).

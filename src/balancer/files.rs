@@ -88,7 +88,10 @@ impl RunFiles {
     /// claim it could not read (`unread`), whose file still holds no claim
     /// of it, or is gone. (Every helper has finished: a claim is complete.)
     pub(super) fn unclaimed(&self, me: usize, unread: &[(Level, Slot)]) -> Option<String> {
-        let mut boards = self.boards(me).filter(|_| !unread.is_empty())?;
+        if unread.is_empty() {
+            return None;
+        }
+        let mut boards = self.boards(me)?;
         unread.iter().find_map(|(level, slot)| {
             let board = boards.at(*level);
             let now = match board.probe(me, slot) {

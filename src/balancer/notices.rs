@@ -4,13 +4,11 @@
 //! the warning names the ranks that had work at the last wave and have not
 //! said they wait, not all that had work.
 
-use crate::comm::{Comm, Mail, Outgoing};
+use crate::comm::{Comm, Mail, Mailbox};
 
 /// This rank's notices, sent and received.
 pub(super) struct Notices {
-    outgoing: Vec<Outgoing>,
-    /// Messages sent and received, for the drain at `finish`.
-    counts: (u64, u64),
+    mail: Mailbox,
     /// This rank told its printers it waits, since the last wave it saw
     /// complete.
     told: bool,
@@ -22,8 +20,7 @@ pub(super) struct Notices {
 impl Notices {
     pub(super) fn new() -> Notices {
         Notices {
-            outgoing: Vec::new(),
-            counts: (0, 0),
+            mail: Mailbox::new(Mail::Waiting),
             told: false,
             waiting: Vec::new(),
         }
@@ -45,31 +42,29 @@ impl Notices {
         if std::mem::replace(&mut self.told, true) {
             return;
         }
-        self.outgoing.retain_mut(|o| !o.test());
+        self.mail.prune();
         for &p in printers.iter().filter(|&&p| p != comm.rank()) {
-            self.outgoing.push(comm.send(Mail::Waiting, p, vec![1]));
-            self.counts.0 += 1;
+            self.mail.send(comm, p, vec![1]);
         }
     }
 
     /// Receive the notices that have arrived (at every test of a wave that
     /// waits, so that they do not pile up unreceived).
     pub(super) fn receive(&mut self, comm: &Comm) {
-        while let Some((from, _)) = comm.receive(Mail::Waiting) {
-            self.counts.1 += 1;
+        while let Some((from, _)) = self.mail.receive(comm) {
             self.waiting.push(from);
         }
     }
 
-    /// The ranks that have said they wait.
-    pub(super) fn waiting(&mut self, comm: &Comm) -> &[usize] {
-        self.receive(comm);
+    /// The ranks that have said they wait, as of the last
+    /// [`Notices::receive`].
+    pub(super) fn waiting(&self) -> &[usize] {
         &self.waiting
     }
 
     /// At `finish` (collective): every notice sent is received, so that no
     /// send is left pending.
     pub(super) fn drain(&mut self, comm: &Comm) {
-        comm.drain(Mail::Waiting, &mut self.counts, &mut self.outgoing);
+        self.mail.drain(comm);
     }
 }

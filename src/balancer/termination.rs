@@ -253,7 +253,7 @@ impl Termination {
         }
         self.waiting = Some((since, now + (now - since)));
         let me = ctx.me();
-        let mut waiting = self.notices.waiting(&ctx.comm).to_vec();
+        let mut waiting = self.notices.waiting().to_vec();
         waiting.push(me);
         waiting.sort_unstable();
         let busy: Vec<usize> = (self.judge.busy().iter().copied())

@@ -1,19 +1,16 @@
 //! Host transfers in the shell ([`crate::transfer`]): the MPI messages
 //! that carry ids between hosts, sent, received and drained at `finish`.
 
-use crate::comm::{Comm, Mail, Outgoing};
+use crate::comm::{Comm, Mail, Mailbox};
 use crate::error::Error;
 use crate::ids::IdSet;
 use crate::policy::Rank;
 
 /// This rank's host transfers.
 pub(super) struct Transfers {
-    /// Host transfers on their way: the rank owns work until the receivers
-    /// have them.
-    outgoing: Vec<Outgoing>,
-    /// Host transfers sent and received (messages), for the drain at
-    /// `finish`.
-    counts: (u64, u64),
+    /// Host transfers sent and received: the rank owns work until the
+    /// receivers of those it sent have them.
+    mail: Mailbox,
     /// A host transfer arrived since the rank last looked for work.
     arrived: bool,
 }
@@ -21,22 +18,19 @@ pub(super) struct Transfers {
 impl Transfers {
     pub(super) fn new() -> Transfers {
         Transfers {
-            outgoing: Vec::new(),
-            counts: (0, 0),
+            mail: Mailbox::new(Mail::Transfer),
             arrived: false,
         }
     }
 
     /// Send `ids` to rank `to`.
     pub(super) fn send(&mut self, comm: &Comm, to: usize, ids: &IdSet) {
-        self.outgoing
-            .push(comm.send(Mail::Transfer, to, ids.to_words()));
-        self.counts.0 += 1;
+        self.mail.send(comm, to, ids.to_words());
     }
 
     /// Some sent are still on their way.
     pub(super) fn sending(&self) -> bool {
-        !self.outgoing.is_empty()
+        self.mail.sending()
     }
 
     /// Whether a host transfer arrived since the last call.
@@ -53,9 +47,8 @@ impl Transfers {
         if !rank.trades() {
             return errors;
         }
-        self.outgoing.retain_mut(|o| !o.test());
-        while let Some((from, words)) = comm.receive(Mail::Transfer) {
-            self.counts.1 += 1;
+        self.mail.prune();
+        while let Some((from, words)) = self.mail.receive(comm) {
             match IdSet::from_words(&words) {
                 Some(ids) => {
                     rank.receive(from, ids, now);
@@ -78,6 +71,6 @@ impl Transfers {
         if !trades {
             return;
         }
-        comm.drain(Mail::Transfer, &mut self.counts, &mut self.outgoing);
+        self.mail.drain(comm);
     }
 }
