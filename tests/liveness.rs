@@ -101,9 +101,21 @@ fn emulate_with(
     env: &[(&str, &str)],
     during: impl FnOnce(&Path),
 ) -> Job {
+    emulate_in("full", np, name, extra, env, during)
+}
+
+/// [`emulate_with`] in `mode`.
+fn emulate_in(
+    mode: &str,
+    np: usize,
+    name: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    during: impl FnOnce(&Path),
+) -> Job {
     let dir = temp_dir(name);
     let path = scenario(name);
-    let mut args = vec![path.to_str().unwrap(), "full"];
+    let mut args = vec![path.to_str().unwrap(), mode];
     args.extend(extra);
     let mut env = env.to_vec();
     env.extend([("SOSLB_WARMUP", "0.5")]);
@@ -352,18 +364,9 @@ fn a_rank_stopped_by_a_signal_is_named_and_the_job_ends_once_it_resumes() {
         });
         let pid = pid.unwrap_or_default();
         std::thread::sleep(Duration::from_millis(800));
-        // SAFETY: kill has no memory preconditions; pid is rank 3's.
-        assert_eq!(
-            unsafe { libc::kill(pid, libc::SIGSTOP) },
-            0,
-            "SIGSTOP {pid}"
-        );
+        signal(pid, libc::SIGSTOP);
         std::thread::sleep(Duration::from_secs(5));
-        assert_eq!(
-            unsafe { libc::kill(pid, libc::SIGCONT) },
-            0,
-            "SIGCONT {pid}"
-        );
+        signal(pid, libc::SIGCONT);
     });
     assert!(job.ok, "{job}");
     assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
@@ -371,6 +374,42 @@ fn a_rank_stopped_by_a_signal_is_named_and_the_job_ends_once_it_resumes() {
         (job.stderr.lines()).any(|l| l.contains("waited") && l.contains("rank(s) 3, which"));
     assert!(alone, "no warning named rank 3 alone:\n{job}");
     assert!(job.seconds > 5.0, "the job did not wait for rank 3:\n{job}");
+}
+
+/// Send `signal` to `pid`.
+fn signal(pid: i32, signal: i32) {
+    // SAFETY: kill has no memory preconditions.
+    assert_eq!(
+        unsafe { libc::kill(pid, signal) },
+        0,
+        "signal {signal} to {pid}"
+    );
+}
+
+#[test]
+fn a_stopped_rank_that_would_print_the_warning_is_named_by_the_next() {
+    // Mode static: ranks 0 and 1, the fastest, are idle from 1.5 s, so
+    // rank 0 prints the stall warnings. Stopped at 2.5 s until 10 s, it
+    // holds up the job's end (7.5 s without it): rank 1 names it.
+    let env = [("SOSLB_WAIT_WARNING", "1.5")];
+    let job = emulate_in("static", 8, "speeds8", &[], &env, |signals| {
+        let mut pid = None;
+        wait_for("rank 0's process", || {
+            pid = pid_of_rank(signals, 0);
+            pid.is_some() && signals.join("job.0").exists()
+        });
+        let pid = pid.unwrap_or_default();
+        std::thread::sleep(Duration::from_millis(2500));
+        signal(pid, libc::SIGSTOP);
+        std::thread::sleep(Duration::from_millis(7500));
+        signal(pid, libc::SIGCONT);
+    });
+    assert!(job.ok, "{job}");
+    assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
+    let named = (job.stderr.lines())
+        .any(|l| l.contains("rank 1: waited") && l.contains("rank(s) 0, which"));
+    assert!(named, "rank 1 did not name rank 0 alone:\n{job}");
+    assert!(job.seconds > 9.0, "the job did not wait for rank 0:\n{job}");
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! Notices of waiting. A wave waits for every rank, so while one rank is
 //! stalled no wave tells the others who it is. Each waiting rank tells the
 //! ranks that will print the warning, in a point-to-point message, so that
-//! the warning names the ranks that had work at the last wave and have not
-//! said they wait, not all that had work.
+//! the warning names the ranks that have not said they wait, not all that
+//! had work.
 
 use crate::comm::{Comm, Mail, Mailbox};
 

@@ -236,8 +236,8 @@ impl Termination {
     /// A wave waited for longer than `wait_warning`: say for whom, once, then
     /// with a doubling back-off. From half that wait this rank tells the
     /// ranks that print it that it waits ([`Notices`]); they print the
-    /// ranks that had work at the last wave and have not said so. Every
-    /// waiting rank logs it.
+    /// ranks that had work at the last wave, or print, and have not said
+    /// so. Every waiting rank logs it.
     pub(super) fn warn_stall(&mut self, ctx: &mut Context, now: f64) {
         let patience = ctx.config.wait_warning;
         let (since, at) = *self.waiting.get_or_insert((now, now + patience));
@@ -252,26 +252,25 @@ impl Termination {
             return;
         }
         self.waiting = Some((since, now + (now - since)));
-        let me = ctx.me();
-        let mut waiting = self.notices.waiting().to_vec();
-        waiting.push(me);
-        waiting.sort_unstable();
-        let busy: Vec<usize> = (self.judge.busy().iter().copied())
-            .filter(|r| waiting.binary_search(r).is_err())
+        let (me, waiting) = (ctx.me(), self.notices.waiting());
+        let mut silent: Vec<usize> = (self.judge.busy().iter().chain(&printers).copied())
+            .filter(|&r| r != me && !waiting.contains(&r))
             .collect();
-        let shown: Vec<String> = busy.iter().take(8).map(|r| r.to_string()).collect();
-        let who = match busy.len() {
+        silent.sort_unstable();
+        silent.dedup();
+        let shown: Vec<String> = silent.iter().take(8).map(|r| r.to_string()).collect();
+        let who = match silent.len() {
             0 => "the other ranks".to_string(),
             n if n > 8 => format!("ranks {}, ... ({n} in all)", shown.join(", ")),
             _ => format!("rank(s) {}", shown.join(", ")),
         };
         let text = format!(
-            "waited {:.0} s for {who}, which had work at the last check and have not said they \
-             wait, to call soslb_next or soslb_finalize (a realisation longer than that, or a \
-             rank that stopped calling)",
+            "waited {:.0} s for {who}, which have not said they wait, to call soslb_next or \
+             soslb_finalize (a realisation longer than that, or a rank that stopped calling)",
             now - since
         );
-        if printers.contains(&me) {
+        let first = printers[0];
+        if me == first || (printers.contains(&me) && silent.contains(&first)) {
             crate::error::warn(me, &text);
         }
         ctx.monitor.line(now, format_args!("warning {text}"));
@@ -279,16 +278,17 @@ impl Termination {
         ctx.warnings.push(text);
     }
 
-    /// The ranks that print a stall warning: the lowest one idle at the
-    /// last wave (it waits), or, if every rank had work then, the two
-    /// lowest (one of them may be the one awaited).
+    /// The ranks that print a stall warning: first the lowest rank idle at
+    /// the last wave (it waits), else rank 0; then the next idle rank, else
+    /// the lowest other, which prints only while the first has not said it
+    /// waits (the first may be the rank stopped).
     fn printers(&self, ranks: usize) -> Vec<usize> {
         // (The busy ranks are in rank order.)
         let busy = self.judge.busy();
-        match (0..ranks).find(|r| busy.binary_search(r).is_err()) {
-            Some(idle) => vec![idle],
-            None => (0..ranks.min(2)).collect(),
-        }
+        let mut idle = (0..ranks).filter(|r| busy.binary_search(r).is_err());
+        let first = idle.next().unwrap_or(0);
+        let second = idle.next().or_else(|| (0..ranks).find(|&r| r != first));
+        std::iter::once(first).chain(second).collect()
     }
 
     /// Join Algorithm 1's collective with this rank's warm-up report and
