@@ -252,9 +252,11 @@ impl Termination {
             return;
         }
         self.waiting = Some((since, now + (now - since)));
-        let (me, waiting) = (ctx.me(), self.notices.waiting());
+        let me = ctx.me();
+        let mut waiting = self.notices.waiting().to_vec();
+        waiting.sort_unstable();
         let mut silent: Vec<usize> = (self.judge.busy().iter().chain(&printers).copied())
-            .filter(|&r| r != me && !waiting.contains(&r))
+            .filter(|&r| r != me && waiting.binary_search(&r).is_err())
             .collect();
         silent.sort_unstable();
         silent.dedup();
