@@ -261,16 +261,24 @@ impl Termination {
         silent.sort_unstable();
         silent.dedup();
         let shown: Vec<String> = silent.iter().take(8).map(|r| r.to_string()).collect();
-        let who = match silent.len() {
-            0 => "the other ranks".to_string(),
-            n if n > 8 => format!("ranks {}, ... ({n} in all)", shown.join(", ")),
-            _ => format!("rank(s) {}", shown.join(", ")),
+        let waited = now - since;
+        let text = match silent.len() {
+            0 => format!(
+                "waited {waited:.0} s for a check every rank has said it waits for (MPI \
+                 progress, or a rank stopped since it said so)"
+            ),
+            n => {
+                let who = match n {
+                    n if n > 8 => format!("ranks {}, ... ({n} in all)", shown.join(", ")),
+                    _ => format!("rank(s) {}", shown.join(", ")),
+                };
+                format!(
+                    "waited {waited:.0} s for {who}, which have not said they wait, to call \
+                     soslb_next or soslb_finalize (a realisation longer than that, or a rank \
+                     that stopped calling)"
+                )
+            }
         };
-        let text = format!(
-            "waited {:.0} s for {who}, which have not said they wait, to call soslb_next or \
-             soslb_finalize (a realisation longer than that, or a rank that stopped calling)",
-            now - since
-        );
         let first = printers[0];
         if me == first || (printers.contains(&me) && silent.contains(&first)) {
             crate::error::warn(me, &text);
