@@ -357,16 +357,12 @@ fn a_rank_stopped_by_a_signal_is_named_and_the_job_ends_once_it_resumes() {
     // ends with every id once.
     let env = [("SOSLB_WAIT_WARNING", "1.5")];
     let job = emulate_with(8, "speeds8", &[], &env, |signals| {
-        let mut pid = None;
-        wait_for("rank 3's process", || {
-            pid = pid_of_rank(signals, 3);
-            pid.is_some() && signals.join("job.0").exists()
-        });
-        let pid = pid.unwrap_or_default();
-        std::thread::sleep(Duration::from_millis(800));
-        signal(pid, libc::SIGSTOP);
-        std::thread::sleep(Duration::from_secs(5));
-        signal(pid, libc::SIGCONT);
+        stop_rank(
+            signals,
+            3,
+            Duration::from_millis(800),
+            Duration::from_secs(5),
+        );
     });
     assert!(job.ok, "{job}");
     assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
@@ -376,14 +372,25 @@ fn a_rank_stopped_by_a_signal_is_named_and_the_job_ends_once_it_resumes() {
     assert!(job.seconds > 5.0, "the job did not wait for rank 3:\n{job}");
 }
 
-/// Send `signal` to `pid`.
-fn signal(pid: i32, signal: i32) {
-    // SAFETY: kill has no memory preconditions.
-    assert_eq!(
-        unsafe { libc::kill(pid, signal) },
-        0,
-        "signal {signal} to {pid}"
-    );
+/// Stop `rank` (SIGSTOP) `after` its monitor log appears, and resume it
+/// (SIGCONT) `stopped` later.
+fn stop_rank(signals: &Path, rank: usize, after: Duration, stopped: Duration) {
+    let mut pid = None;
+    wait_for(&format!("rank {rank}'s process"), || {
+        pid = pid_of_rank(signals, rank);
+        pid.is_some() && signals.join("job.0").exists()
+    });
+    let pid = pid.unwrap_or_default();
+    std::thread::sleep(after);
+    for (signal, then) in [(libc::SIGSTOP, stopped), (libc::SIGCONT, Duration::ZERO)] {
+        // SAFETY: kill has no memory preconditions.
+        assert_eq!(
+            unsafe { libc::kill(pid, signal) },
+            0,
+            "signal {signal} to {pid}"
+        );
+        std::thread::sleep(then);
+    }
 }
 
 #[test]
@@ -393,16 +400,12 @@ fn a_stopped_rank_that_would_print_the_warning_is_named_by_the_next() {
     // holds up the job's end (7.5 s without it): rank 1 names it.
     let env = [("SOSLB_WAIT_WARNING", "1.5")];
     let job = emulate_in("static", 8, "speeds8", &[], &env, |signals| {
-        let mut pid = None;
-        wait_for("rank 0's process", || {
-            pid = pid_of_rank(signals, 0);
-            pid.is_some() && signals.join("job.0").exists()
-        });
-        let pid = pid.unwrap_or_default();
-        std::thread::sleep(Duration::from_millis(2500));
-        signal(pid, libc::SIGSTOP);
-        std::thread::sleep(Duration::from_millis(7500));
-        signal(pid, libc::SIGCONT);
+        stop_rank(
+            signals,
+            0,
+            Duration::from_millis(2500),
+            Duration::from_millis(7500),
+        );
     });
     assert!(job.ok, "{job}");
     assert!(job.result().contains("missing=0 duplicates=0"), "{job}");

@@ -37,11 +37,10 @@ impl Notices {
         self.told
     }
 
-    /// Tell `printers` (but this rank) that this rank waits, once a wave.
+    /// Tell `printers` (but this rank) that this rank waits (once a wave:
+    /// not again while [`Notices::told`]).
     pub(super) fn tell(&mut self, comm: &Comm, printers: &[usize]) {
-        if std::mem::replace(&mut self.told, true) {
-            return;
-        }
+        self.told = true;
         self.mail.prune();
         for &p in printers.iter().filter(|&&p| p != comm.rank()) {
             self.mail.send(comm, p, vec![1]);

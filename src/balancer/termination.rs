@@ -242,15 +242,14 @@ impl Termination {
         let patience = ctx.config.wait_warning;
         let (since, at) = *self.waiting.get_or_insert((now, now + patience));
         self.notices.receive(&ctx.comm);
-        let tell = now >= since + 0.5 * patience && !self.notices.told();
-        if !tell && now < at {
-            return;
+        if now >= since + 0.5 * patience && !self.notices.told() {
+            let printers = self.printers(ctx.comm.size());
+            self.notices.tell(&ctx.comm, &printers);
         }
-        let printers = self.printers(ctx.comm.size());
-        self.notices.tell(&ctx.comm, &printers);
         if now < at {
             return;
         }
+        let printers = self.printers(ctx.comm.size());
         self.waiting = Some((since, now + (now - since)));
         let me = ctx.me();
         let mut waiting = self.notices.waiting().to_vec();
