@@ -68,7 +68,8 @@
 //! - **giving up**: a write the storage refuses [`TRIES`] times in a row is
 //!   given up (an index change other owners keep undoing; posts: the rank
 //!   stops posting), and a read of a signal file replaced while open
-//!   (`ESTALE` on NFSv3) is tried again as often;
+//!   (`ESTALE` on NFSv3) or of a size its header disagrees with (a size
+//!   cached for the file the path held before) is tried again as often;
 //! - **host transfers** (large jobs, [`crate::transfer`]): a plan every
 //!   [`PLAN_PERIOD`] seconds of waves, and at every wave from one period
 //!   before the job's forecast end; a host gives when it is later than
@@ -137,7 +138,8 @@ pub const EARLY_LOOKS: f64 = 64.0;
 pub const LEAST_IDS: f64 = 4.0;
 
 /// Writes of one kind the storage refuses in a row before they are given
-/// up, and reads of a signal file replaced while open (`ESTALE`) in a row.
+/// up, and reads of a signal file replaced while open (`ESTALE`) or of a
+/// size its header disagrees with, in a row.
 pub const TRIES: u32 = 4;
 
 /// Seconds of waves between two plans of host transfers, at least: a wave's

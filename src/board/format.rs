@@ -148,35 +148,51 @@ fn read_bytes(path: &Path) -> io::Result<Found> {
     Ok(Found::Bytes(bytes))
 }
 
+/// Whether a read failed because the file it opened was replaced: `ESTALE`
+/// (NFSv3), or `ENOENT` after the open found it (a FUSE view that looks the
+/// open file up by its path).
+fn gone_while_open(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ESTALE) || e.kind() == io::ErrorKind::NotFound
+}
+
 /// Read and decode the file at `path`: `None` when there is none. Only a
 /// regular file is read: a FIFO, a device or a symbolic link in its place
-/// is corruption, not a file to wait on. A read that fails with `ESTALE`
-/// (NFSv3: another host replaced the file while it was open here) reads the
-/// newer file, up to [`TRIES`] times in all.
+/// is corruption, not a file to wait on. A read that fails because the
+/// file was replaced while open here (`ESTALE` on NFSv3, `ENOENT` on a FUSE
+/// view that looks the open file up by its path), or
+/// finds a size its header disagrees with (a body cut short, or bytes after
+/// it: the size of the file that stood there before, cached by libfuse's
+/// path-based views), reads the file again, up to [`TRIES`] times in all.
 pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
-    let mut found = read_bytes(path);
-    for _ in 1..TRIES {
-        match &found {
-            Err(e) if e.raw_os_error() == Some(libc::ESTALE) => found = read_bytes(path),
-            _ => break,
+    let mut tries = 1;
+    loop {
+        let found = match read_bytes(path) {
+            Err(e) if gone_while_open(&e) && tries < TRIES => {
+                tries += 1;
+                continue;
+            }
+            found => found.map_err(|e| Error::io(path, e))?,
+        };
+        let bytes = match found {
+            Found::Missing => return Ok(None),
+            Found::Bytes(b) => b,
+            Found::Not(what) => {
+                return Err(Error::Corrupt {
+                    path: path.to_owned(),
+                    reason: format!("{what}, not a signal file"),
+                });
+            }
+        };
+        match decode_bytes::<T>(&bytes, path)? {
+            Cut::Whole(r) => return Ok(Some(r.body)),
+            Cut::Size(_) if tries < TRIES => tries += 1,
+            Cut::Size(why) | Cut::Torn(why) => {
+                return Err(Error::Corrupt {
+                    path: path.to_owned(),
+                    reason: why,
+                });
+            }
         }
-    }
-    let bytes = match found.map_err(|e| Error::io(path, e))? {
-        Found::Missing => return Ok(None),
-        Found::Bytes(b) => b,
-        Found::Not(what) => {
-            return Err(Error::Corrupt {
-                path: path.to_owned(),
-                reason: format!("{what}, not a signal file"),
-            });
-        }
-    };
-    match decode_record::<T>(&bytes, path)? {
-        Decoded::Body(r) => Ok(Some(r.body)),
-        Decoded::Torn(why) => Err(Error::Corrupt {
-            path: path.to_owned(),
-            reason: why,
-        }),
     }
 }
 
@@ -195,7 +211,23 @@ pub fn decode<T: DeserializeOwned>(text: &str, path: &Path) -> Result<Decoded<T>
 
 /// [`decode`], with the write sequence number.
 pub fn decode_record<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<Decoded<Record<T>>> {
-    let torn = |reason: String| Ok(Decoded::Torn(reason));
+    Ok(match decode_bytes(bytes, path)? {
+        Cut::Whole(r) => Decoded::Body(r),
+        Cut::Size(why) | Cut::Torn(why) => Decoded::Torn(why),
+    })
+}
+
+/// What a signal file's bytes hold: a size that disagrees with the header
+/// (a body cut short, or bytes after it) is told apart from other tears,
+/// since it may be a size the client cached, and a new read find it whole.
+enum Cut<T> {
+    Whole(Record<T>),
+    Size(String),
+    Torn(String),
+}
+
+fn decode_bytes<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<Cut<T>> {
+    let torn = |reason: String| Ok(Cut::Torn(reason));
     if bytes.is_empty() {
         return torn("empty file".into());
     }
@@ -237,32 +269,26 @@ pub fn decode_record<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<D
         return torn("unreadable checksum, length or write number in the header".into());
     };
     if rest.len() < len {
-        return torn(format!(
-            "body has {} bytes, the header says {len}",
-            rest.len()
-        ));
+        let why = format!("body has {} bytes, the header says {len}", rest.len());
+        return Ok(Cut::Size(why));
     }
     let (body, padding) = rest.split_at(len);
     if let Some(k) = padding.iter().position(|&b| b != PAD) {
-        return torn(format!(
+        return Ok(Cut::Size(format!(
             "{} bytes that are not padding after the body of {len} bytes (at byte {})",
             padding.len() - k,
             nl + 1 + len + k
-        ));
+        )));
     }
     if checksum(wseq, body) != sum {
         return torn("checksum mismatch".into());
     }
-    read_body(body, wseq, path)
+    read_body(body, wseq, path).map(Cut::Whole)
 }
 
 /// The record of a `body` whose checksum is valid: not UTF-8 or not the
 /// expected RON is [`Error::Corrupt`].
-fn read_body<T: DeserializeOwned>(
-    body: &[u8],
-    wseq: u64,
-    path: &Path,
-) -> Result<Decoded<Record<T>>> {
+fn read_body<T: DeserializeOwned>(body: &[u8], wseq: u64, path: &Path) -> Result<Record<T>> {
     let body = match std::str::from_utf8(body) {
         Ok(b) => b,
         Err(e) => {
@@ -273,7 +299,7 @@ fn read_body<T: DeserializeOwned>(
         }
     };
     match ron::from_str(body) {
-        Ok(value) => Ok(Decoded::Body(Record { body: value, wseq })),
+        Ok(value) => Ok(Record { body: value, wseq }),
         Err(e) => Err(Error::Corrupt {
             path: path.to_owned(),
             reason: format!(
@@ -337,6 +363,23 @@ mod tests {
             decode::<Sos>(&stale, path()).unwrap(),
             Decoded::Torn(_)
         ));
+    }
+
+    #[test]
+    fn a_file_that_stays_short_is_corrupt_after_its_tries() {
+        let dir = std::env::temp_dir().join(format!("soslb-format-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("open.ron");
+        let text = encode(&sample());
+        std::fs::write(&file, &text[..text.len() - 3]).unwrap();
+        let got = read::<Sos>(&file);
+        assert!(
+            matches!(&got, Err(Error::Corrupt { reason, .. }) if reason.contains("the header says")),
+            "{got:?}"
+        );
+        std::fs::write(&file, &text).unwrap();
+        assert_eq!(read::<Sos>(&file).unwrap(), Some(sample()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -232,6 +232,22 @@ pub fn kill_tree(child: &mut std::process::Child) {
 /// needs.
 pub const PYTHON: &str = "/usr/bin/python3";
 
+/// The warnings in `stderr` of reads that met a file replaced under them:
+/// `ESTALE`, `ENOENT` after the open, or the size of the file the path held
+/// before (a body cut short, or bytes after it). soslb reads such a file
+/// again; a warning means it gave up.
+pub fn changed_under_the_reader(stderr: &str) -> Vec<&str> {
+    const SIGNS: [&str; 4] = [
+        "(os error 116)",
+        "(os error 2)",
+        "the header says",
+        "that are not padding after the body",
+    ];
+    (stderr.lines())
+        .filter(|l| l.contains("warning") && SIGNS.iter().any(|w| l.contains(w)))
+        .collect()
+}
+
 /// Why [`PYTHON`] cannot import fusepy, if it cannot.
 pub fn fusepy_unavailable() -> Option<String> {
     let probe = Command::new(PYTHON).args(["-c", "import fusepy"]).output();
