@@ -4,7 +4,7 @@
 //! inside `next`, a signal-file write that fails, a stop asked by one rank,
 //! several loops in one program, one rank, observables that disagree, an
 //! index or SOS file damaged from outside the job (the board heals, no rank
-//! spins), a signal directory that fills up, a rank stopped by a signal.
+//! spins), a signal directory that fills up, ranks stopped by a signal (busy, idle, or after they said they wait).
 
 mod common;
 
@@ -375,44 +375,98 @@ fn a_rank_stopped_by_a_signal_is_named_and_the_job_ends_once_it_resumes() {
 /// Stop `rank` (SIGSTOP) `after` its monitor log appears, and resume it
 /// (SIGCONT) `stopped` later.
 fn stop_rank(signals: &Path, rank: usize, after: Duration, stopped: Duration) {
+    let pid = pid_of(signals, rank);
+    std::thread::sleep(after);
+    signal(pid, libc::SIGSTOP);
+    std::thread::sleep(stopped);
+    signal(pid, libc::SIGCONT);
+}
+
+/// The process of `rank`, once the job's run directory is there.
+fn pid_of(signals: &Path, rank: usize) -> libc::pid_t {
     let mut pid = None;
     wait_for(&format!("rank {rank}'s process"), || {
         pid = pid_of_rank(signals, rank);
         pid.is_some() && signals.join("job.0").exists()
     });
-    let pid = pid.unwrap_or_default();
-    std::thread::sleep(after);
-    for (signal, then) in [(libc::SIGSTOP, stopped), (libc::SIGCONT, Duration::ZERO)] {
-        // SAFETY: kill has no memory preconditions.
-        assert_eq!(
-            unsafe { libc::kill(pid, signal) },
-            0,
-            "signal {signal} to {pid}"
-        );
-        std::thread::sleep(then);
-    }
+    pid.unwrap_or_default()
+}
+
+fn signal(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill has no memory preconditions.
+    assert_eq!(
+        unsafe { libc::kill(pid, signal) },
+        0,
+        "signal {signal} to {pid}"
+    );
 }
 
 #[test]
 fn a_stopped_rank_that_would_print_the_warning_is_named_by_the_next() {
     // Mode static: ranks 0 and 1, the fastest, are idle from 1.5 s, so
-    // rank 0 prints the stall warnings. Stopped at 2.5 s until 10 s, it
-    // holds up the job's end (7.5 s without it): rank 1 names it.
+    // rank 0 prints the stall warnings. Stopped at 2.5 s, it holds up the
+    // job's end (7.5 s without it): rank 1 names it.
+    static_stall_named(0, Duration::from_millis(2500), 1);
+}
+
+#[test]
+fn a_stopped_rank_idle_at_the_last_wave_is_named() {
+    // Mode static: rank 2 is idle from 2.1 s, neither busy nor a printer
+    // (ranks 0 and 1, idle from 1.5 s, print). Stopped at 3 s, it holds
+    // up the job's end: rank 0 names it.
+    static_stall_named(2, Duration::from_millis(3000), 0);
+}
+
+/// speeds8 in mode static with `stopped` stopped from `at` to 10 s: every
+/// id once, after 9 s at least, and `printer` names `stopped` alone.
+fn static_stall_named(stopped: usize, at: Duration, printer: usize) {
     let env = [("SOSLB_WAIT_WARNING", "1.5")];
     let job = emulate_in("static", 8, "speeds8", &[], &env, |signals| {
-        stop_rank(
-            signals,
-            0,
-            Duration::from_millis(2500),
-            Duration::from_millis(7500),
-        );
+        stop_rank(signals, stopped, at, Duration::from_secs(10) - at);
     });
     assert!(job.ok, "{job}");
     assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
-    let named = (job.stderr.lines())
-        .any(|l| l.contains("rank 1: waited") && l.contains("rank(s) 0, which"));
-    assert!(named, "rank 1 did not name rank 0 alone:\n{job}");
-    assert!(job.seconds > 9.0, "the job did not wait for rank 0:\n{job}");
+    let (by, of) = (
+        format!("rank {printer}: waited"),
+        format!("rank(s) {stopped}, which"),
+    );
+    let named = (job.stderr.lines()).any(|l| l.contains(&by) && l.contains(&of));
+    assert!(
+        named,
+        "rank {printer} did not name rank {stopped} alone:\n{job}"
+    );
+    assert!(
+        job.seconds > 9.0,
+        "the job did not wait for rank {stopped}:\n{job}"
+    );
+}
+
+#[test]
+fn a_rank_stopped_after_it_said_it_waits_is_named() {
+    // Rank 3 stopped from 0.8 to 5.8 s: the others wait for it and say
+    // so. Rank 2, which has said it waits, is stopped from 2.8 to 10 s:
+    // once rank 3 is back, the ranks name rank 2, not heard from since.
+    let env = [("SOSLB_WAIT_WARNING", "1.5")];
+    let job = emulate_with(8, "speeds8", &[], &env, |signals| {
+        let (three, two) = (pid_of(signals, 3), pid_of(signals, 2));
+        std::thread::sleep(Duration::from_millis(800));
+        signal(three, libc::SIGSTOP);
+        std::thread::sleep(Duration::from_secs(2));
+        signal(two, libc::SIGSTOP);
+        std::thread::sleep(Duration::from_secs(3));
+        signal(three, libc::SIGCONT);
+        std::thread::sleep(Duration::from_millis(4200));
+        signal(two, libc::SIGCONT);
+    });
+    assert!(job.ok, "{job}");
+    assert!(job.result().contains("missing=0 duplicates=0"), "{job}");
+    let warnings: Vec<&str> = (job.stderr.lines())
+        .filter(|l| l.contains("waited"))
+        .collect();
+    println!("{}", warnings.join("\n"));
+    let named = warnings.iter().any(|l| l.contains("rank(s) 2, which"));
+    assert!(named, "no warning named rank 2 alone:\n{job}");
+    assert!(job.seconds > 9.0, "the job did not wait for rank 2:\n{job}");
 }
 
 #[test]

@@ -1,64 +1,73 @@
 //! Notices of waiting. A wave waits for every rank, so while one rank is
 //! stalled no wave tells the others who it is. Each waiting rank tells the
-//! ranks that will print the warning, in a point-to-point message, so that
-//! the warning names the ranks that have not said they wait, not all that
-//! had work.
+//! ranks that will print the warning, in a point-to-point message, and
+//! again every half `wait_warning` while it waits, so that the warning
+//! names the ranks that have not said lately that they wait: stalled
+//! before they said so, or since.
 
 use crate::comm::{Comm, Mail, Mailbox};
 
 /// This rank's notices, sent and received.
 pub(super) struct Notices {
     mail: Mailbox,
-    /// This rank told its printers it waits, since the last wave it saw
-    /// complete.
-    told: bool,
-    /// The ranks that said they wait, since then (the ranks do not see a
-    /// wave complete at one time, so a notice names no wave).
-    waiting: Vec<usize>,
+    /// When this rank last told its printers it waits, since the last wave
+    /// it saw complete.
+    told_at: Option<f64>,
+    /// The ranks that said they wait since then, each with when it was last
+    /// heard, on this rank's clock (the ranks do not see a wave complete at
+    /// one time, so a notice names no wave).
+    heard: Vec<(usize, f64)>,
 }
 
 impl Notices {
     pub(super) fn new() -> Notices {
         Notices {
             mail: Mailbox::new(Mail::Waiting),
-            told: false,
-            waiting: Vec::new(),
+            told_at: None,
+            heard: Vec::new(),
         }
     }
 
     /// A wave completed: the notices so far are of the stall before it.
     pub(super) fn wave_completed(&mut self) {
-        self.told = false;
-        self.waiting.clear();
+        self.told_at = None;
+        self.heard.clear();
     }
 
-    /// Whether this rank has told its printers it waits.
-    pub(super) fn told(&self) -> bool {
-        self.told
+    /// Whether this rank should tell its printers again at `now`: it never
+    /// did since the last wave, or `period` seconds ago.
+    pub(super) fn due(&self, now: f64, period: f64) -> bool {
+        self.told_at.is_none_or(|t| now >= t + period)
     }
 
-    /// Tell `printers` (but this rank) that this rank waits (once a wave:
-    /// not again while [`Notices::told`]).
-    pub(super) fn tell(&mut self, comm: &Comm, printers: &[usize]) {
-        self.told = true;
+    /// Tell `printers` (but this rank) at `now` that this rank waits.
+    pub(super) fn tell(&mut self, comm: &Comm, printers: &[usize], now: f64) {
+        self.told_at = Some(now);
         self.mail.prune();
         for &p in printers.iter().filter(|&&p| p != comm.rank()) {
             self.mail.send(comm, p, vec![1]);
         }
     }
 
-    /// Receive the notices that have arrived (at every test of a wave that
-    /// waits, so that they do not pile up unreceived).
-    pub(super) fn receive(&mut self, comm: &Comm) {
+    /// Receive at `now` the notices that have arrived (at every test of a
+    /// wave that waits, so that they do not pile up unreceived).
+    pub(super) fn receive(&mut self, comm: &Comm, now: f64) {
         while let Some((from, _)) = self.mail.receive(comm) {
-            self.waiting.push(from);
+            match self.heard.iter_mut().find(|(r, _)| *r == from) {
+                Some(h) => h.1 = now,
+                None => self.heard.push((from, now)),
+            }
         }
     }
 
-    /// The ranks that have said they wait, as of the last
-    /// [`Notices::receive`].
-    pub(super) fn waiting(&self) -> &[usize] {
-        &self.waiting
+    /// The ranks heard from at or after `since`, in rank order.
+    pub(super) fn heard_since(&self, since: f64) -> Vec<usize> {
+        let mut ranks: Vec<usize> = (self.heard.iter())
+            .filter(|&&(_, at)| at >= since)
+            .map(|&(r, _)| r)
+            .collect();
+        ranks.sort_unstable();
+        ranks
     }
 
     /// At `finish` (collective): every notice sent is received, so that no

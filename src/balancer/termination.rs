@@ -235,16 +235,17 @@ impl Termination {
 
     /// A wave waited for longer than `wait_warning`: say for whom, once, then
     /// with a doubling back-off. From half that wait this rank tells the
-    /// ranks that print it that it waits ([`Notices`]); they print the
-    /// ranks that had work at the last wave, or print, and have not said
-    /// so. Every waiting rank logs it.
+    /// ranks that print it that it waits, and again every half that wait
+    /// ([`Notices`]); they print the ranks not heard from within the wait,
+    /// busy or idle at the last wave. Every waiting rank logs it.
     pub(super) fn warn_stall(&mut self, ctx: &mut Context, now: f64) {
         let patience = ctx.config.wait_warning;
         let (since, at) = *self.waiting.get_or_insert((now, now + patience));
-        self.notices.receive(&ctx.comm);
-        if now >= since + 0.5 * patience && !self.notices.told() {
+        self.notices.receive(&ctx.comm, now);
+        let period = 0.5 * patience;
+        if now >= since + period && self.notices.due(now, period) {
             let printers = self.printers(ctx.comm.size());
-            self.notices.tell(&ctx.comm, &printers);
+            self.notices.tell(&ctx.comm, &printers, now);
         }
         if now < at {
             return;
@@ -252,19 +253,16 @@ impl Termination {
         let printers = self.printers(ctx.comm.size());
         self.waiting = Some((since, now + (now - since)));
         let me = ctx.me();
-        let mut waiting = self.notices.waiting().to_vec();
-        waiting.sort_unstable();
-        let mut silent: Vec<usize> = (self.judge.busy().iter().chain(&printers).copied())
+        let waiting = self.notices.heard_since(now - patience);
+        let silent: Vec<usize> = (0..ctx.comm.size())
             .filter(|&r| r != me && waiting.binary_search(&r).is_err())
             .collect();
-        silent.sort_unstable();
-        silent.dedup();
         let shown: Vec<String> = silent.iter().take(8).map(|r| r.to_string()).collect();
         let waited = now - since;
         let text = match silent.len() {
             0 => format!(
-                "waited {waited:.0} s for a check every rank has said it waits for (MPI \
-                 progress, or a rank stopped since it said so)"
+                "waited {waited:.0} s for a check every rank has said lately it waits for \
+                 (MPI progress)"
             ),
             n => {
                 let who = match n {
@@ -272,7 +270,7 @@ impl Termination {
                     _ => format!("rank(s) {}", shown.join(", ")),
                 };
                 format!(
-                    "waited {waited:.0} s for {who}, which have not said they wait, to call \
+                    "waited {waited:.0} s for {who}, which have not said lately they wait, to call \
                      soslb_next or soslb_finalize (a realisation longer than that, or a rank \
                      that stopped calling)"
                 )
