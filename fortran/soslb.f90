@@ -114,11 +114,12 @@
 !> "soslb: <message>" to error_unit and executes `error stop <code>`, and
 !> mpirun then takes the whole job down.
 !>
-!> Two errors are detected in Fortran, before the C library is called (and so
-!> before any collective communication): soslb_init on a soslb_t that is
-!> already initialised (SOSLB_ERR_STATE) and soslb_finalize with `mean` and
-!> `std_error` (and `variance`) of different sizes (SOSLB_ERR_ARGUMENT; the balancer is left
-!> intact). Their messages are kept by this module, which is not thread safe:
+!> Two errors are detected in Fortran: soslb_init on a soslb_t that is
+!> already initialised (SOSLB_ERR_STATE, before any collective communication)
+!> and soslb_finalize with `mean` and `std_error` (and `variance`) of
+!> different sizes (SOSLB_ERR_ARGUMENT on that rank once the collective
+!> finalisation is done, so that no rank waits for it; the arguments are left
+!> as they were). Their messages are kept by this module, which is not thread safe:
 !> call soslb from one thread (the library makes MPI calls only from the
 !> calling thread anyway).
 !>
@@ -388,9 +389,18 @@ contains
       n = 0
       if (any(given)) n = maxval(sizes, mask=given)
       if (any(given .and. sizes /= n)) then
-         write (text, '(i0,", ",i0," and ",i0)') sizes
-         call fail_local(SOSLB_ERR_ARGUMENT, 'soslb_finalize: mean, variance and std_error have ' // &
-            'different sizes (' // trim(text) // ', 0 when absent); the balancer is not finalised', ierr)
+         ! Finalize is collective: the other ranks wait for this one, so it
+         ! finalises without the statistics, then says what was wrong.
+         allocate (m(0), v(0), e(0), per_rank(0))
+         code = c_soslb_finalize(lb%handle, m, v, e, 0_c_int64_t, c_count, per_rank, 0_c_int64_t)
+         if (code /= SOSLB_OK) then
+            call check(code, ierr)
+         else
+            write (text, '(i0,", ",i0," and ",i0)') sizes
+            call fail_local(SOSLB_ERR_ARGUMENT, 'soslb_finalize: mean, variance and std_error have ' // &
+               'different sizes (' // trim(text) // ', 0 when absent); the balancer is finalised ' // &
+               'and the arguments are left as they were', ierr)
+         end if
          return
       end if
       ranks = 0

@@ -470,6 +470,19 @@ fn a_second_finalize_is_an_error_that_leaves_the_arguments_untouched() {
 }
 
 #[test]
+fn finalize_with_arrays_of_different_sizes_on_one_rank_leaves_no_rank_waiting() {
+    // Rank 0 alone passes `mean` of 1 and `std_error` of 2: its error, its
+    // arguments untouched; the other two finalise with the full count.
+    let dir = Scratch::new("finalize-sizes");
+    let r = run_ok(3, "errors", &["finalize-sizes"], &dir, &[]);
+    let line = r.line("case=finalize-sizes ierr=");
+    assert_eq!(r.value("case=", "ierr") as i32, ARGUMENT.0, "{r}");
+    assert!(line.contains("different sizes (1, 0 and 2"), "{r}");
+    assert_eq!(r.value("ranks_with_code=", "ranks_with_code"), 1, "{r}");
+    assert_eq!(r.value("others_ok=", "others_ok"), 2, "{r}");
+}
+
+#[test]
 fn soslb_stop_on_one_rank_ends_the_loop_on_every_rank() {
     let (code, name, message) = error_case("stop", 3, None, &[]);
     assert_eq!((code, name.as_str()), (0, "SOSLB_OK"), "{message}");

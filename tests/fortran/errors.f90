@@ -14,7 +14,10 @@
 !> calls soslb_stop after its first chunk: every rank ends, and finalize
 !> counts fewer realisations than the total, all of them in `computed`),
 !> add-twice (rank 1 adds two values per realisation, one call each: an
-!> error on every rank once it has added more than it was handed out).
+!> error on every rank once it has added more than it was handed out),
+!> finalize-sizes (rank 0 alone gives `mean` and `std_error` of different
+!> sizes: its error, left untouched; rank 0 also prints
+!> `others_ok=<ranks that finalised with the right count>`).
 program errors
    use, intrinsic :: iso_fortran_env, only: int64, real64
    use mpi
@@ -25,7 +28,7 @@ program errors
    character(len=64) :: name
    character(len=4096) :: config
    integer(int64) :: first, last, count
-   real(real64) :: mean(1)
+   real(real64) :: mean(1), wide(2)
    integer(int64), allocatable :: computed(:)
    integer :: ierr, mpierr, rank, same, ranks
 
@@ -110,6 +113,25 @@ program errors
             first = first + 1
          end do
       end do
+   case ('finalize-sizes')
+      call soslb_init(lb, MPI_COMM_WORLD, 100, ierr)
+      do while (soslb_next(lb, first, last, ierr))
+         do while (first <= last)
+            call soslb_add(lb, real(first, real64))
+            first = first + 1
+         end do
+      end do
+      mean = 42
+      count = 42
+      if (rank == 0) then
+         call soslb_finalize(lb, ierr, mean=mean, std_error=wide, count=count)
+         if (mean(1) /= 42 .or. count /= 42) ierr = -9
+      else
+         call soslb_finalize(lb, ierr, mean=mean, count=count)
+      end if
+      call MPI_Reduce(merge(1, 0, rank /= 0 .and. ierr == SOSLB_OK .and. count == 100), same, 1, &
+         MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, mpierr)
+      if (rank == 0) write (*, '(a,i0)') 'others_ok=', same
    case ('absent-ierr')
       call soslb_init(lb, MPI_COMM_WORLD, 0)
       ierr = SOSLB_OK
