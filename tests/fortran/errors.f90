@@ -57,13 +57,7 @@ program errors
       if (ierr /= SOSLB_OK) call report()
       if (soslb_next(lb, first, last, ierr)) ierr = -1   ! a chunk after finalize: wrong too
    case ('finalize-twice')
-      call soslb_init(lb, MPI_COMM_WORLD, 100, ierr)
-      do while (soslb_next(lb, first, last, ierr))
-         do while (first <= last)
-            call soslb_add(lb, real(first, real64))
-            first = first + 1
-         end do
-      end do
+      call compute_ids()
       call soslb_finalize(lb, ierr, mean=mean, count=count)
       if (ierr /= SOSLB_OK .or. count /= 100 .or. abs(mean(1) - 50.5_real64) > 1e-9_real64) then
          ierr = -3
@@ -114,13 +108,7 @@ program errors
          end do
       end do
    case ('finalize-sizes')
-      call soslb_init(lb, MPI_COMM_WORLD, 100, ierr)
-      do while (soslb_next(lb, first, last, ierr))
-         do while (first <= last)
-            call soslb_add(lb, real(first, real64))
-            first = first + 1
-         end do
-      end do
+      call compute_ids()
       mean = 42
       count = 42
       if (rank == 0) then
@@ -141,6 +129,17 @@ program errors
    call report()
 
 contains
+
+   !> Init for 100 realisations and add each id as its value.
+   subroutine compute_ids()
+      call soslb_init(lb, MPI_COMM_WORLD, 100, ierr)
+      do while (soslb_next(lb, first, last, ierr))
+         do while (first <= last)
+            call soslb_add(lb, real(first, real64))
+            first = first + 1
+         end do
+      end do
+   end subroutine compute_ids
 
    !> Print the outcome on rank 0 and end the program.
    subroutine report()
