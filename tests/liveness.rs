@@ -4,7 +4,8 @@
 //! inside `next`, a signal-file write that fails, a stop asked by one rank,
 //! several loops in one program, one rank, observables that disagree, an
 //! index or SOS file damaged from outside the job (the board heals, no rank
-//! spins), a signal directory that fills up, ranks stopped by a signal (busy, idle, or after they said they wait).
+//! spins), a signal directory that fills up, ranks stopped by a signal
+//! (busy, idle, or after they said they wait).
 
 mod common;
 
