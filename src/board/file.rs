@@ -452,7 +452,7 @@ impl Board for FileBoard {
     fn read_sos(&mut self, rank: usize) -> Result<Option<Sos>> {
         self.op(Some(rank));
         let path = sos_path(&self.dir, rank);
-        let Some(sos) = format::read::<Sos>(&path)? else {
+        let Some(sos) = format::read_again::<Sos>(&path, || self.op(Some(rank)))? else {
             return Ok(None);
         };
         let bad = |reason: String| Error::Corrupt {
@@ -522,7 +522,7 @@ impl Board for FileBoard {
     fn probe(&mut self, owner: usize, slot: &Slot) -> Result<Probe> {
         self.op(Some(owner));
         let path = claim_path(&self.dir, owner, slot);
-        match format::read::<Claim>(&path) {
+        match format::read_again::<Claim>(&path, || self.op(Some(owner))) {
             Ok(None) => Ok(Probe::Free),
             Ok(Some(c)) if c.owner == owner && c.slot == *slot => Ok(Probe::Taken(Some(c))),
             // Claimed: the body is being written, or is not of this slot.
@@ -545,7 +545,8 @@ impl Board for FileBoard {
 
     fn read_index(&mut self) -> Result<Index> {
         self.op(None);
-        Ok(format::read(&index_path(&self.dir))?.unwrap_or_default())
+        let path = index_path(&self.dir);
+        Ok(format::read_again(&path, || self.op(None))?.unwrap_or_default())
     }
 
     fn write_index(&mut self, index: &Index) -> Result<()> {
