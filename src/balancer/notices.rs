@@ -13,10 +13,10 @@ pub(super) struct Notices {
     /// When this rank last told its printers it waits, since the last wave
     /// it saw complete.
     told_at: Option<f64>,
-    /// The ranks that said they wait since then, each with when it was last
-    /// heard, on this rank's clock (the ranks do not see a wave complete at
-    /// one time, so a notice names no wave).
-    heard: Vec<(usize, f64)>,
+    /// When each rank that said it waits since then was last heard, on this
+    /// rank's clock, by rank (`-inf`: not heard; the ranks do not see a wave
+    /// complete at one time, so a notice names no wave).
+    heard: Vec<f64>,
 }
 
 impl Notices {
@@ -53,21 +53,19 @@ impl Notices {
     /// wave that waits, so that they do not pile up unreceived).
     pub(super) fn receive(&mut self, comm: &Comm, now: f64) {
         while let Some((from, _)) = self.mail.receive(comm) {
-            match self.heard.iter_mut().find(|(r, _)| *r == from) {
-                Some(h) => h.1 = now,
-                None => self.heard.push((from, now)),
+            if self.heard.len() <= from {
+                self.heard.resize(from + 1, f64::NEG_INFINITY);
             }
+            self.heard[from] = now;
         }
     }
 
     /// The ranks heard from at or after `since`, in rank order.
     pub(super) fn heard_since(&self, since: f64) -> Vec<usize> {
-        let mut ranks: Vec<usize> = (self.heard.iter())
-            .filter(|&&(_, at)| at >= since)
-            .map(|&(r, _)| r)
-            .collect();
-        ranks.sort_unstable();
-        ranks
+        (self.heard.iter().enumerate())
+            .filter(|&(_, &at)| at >= since)
+            .map(|(r, _)| r)
+            .collect()
     }
 
     /// At `finish` (collective): every notice sent is received, so that no
