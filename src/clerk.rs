@@ -17,7 +17,7 @@
 //! meets on the boards: an SOS file or index it cannot read costs help,
 //! never an id, and is reported once.
 
-use crate::board::{Board, Claimed, Probe};
+use crate::board::{Board, Claimed, Probe, format};
 use crate::cost::{TRIES, claim_reads, search_reads, slot};
 use crate::error::{Error, Result};
 #[cfg(feature = "emulate")]
@@ -334,8 +334,9 @@ impl Clerk {
     /// hint, and each owner lists itself again at its refresh). Each write
     /// makes the changes its host's other ranks want too
     /// ([`Board::wanted`]): the ranks of a host that move at once list one
-    /// another. An index that cannot be read is replaced. True when it
-    /// lists what it should.
+    /// another. An index that cannot be read is replaced; one replaced by
+    /// others at every read is read again. True when it lists what it
+    /// should.
     fn list(&mut self, entry: Option<&Entry>, board: &mut dyn Board) -> bool {
         let (me, host) = (self.me, self.topology.host(self.me).to_string());
         let change = |index: &mut Index, rank: usize, want: Option<&Entry>| match want {
@@ -357,6 +358,8 @@ impl Clerk {
             };
             let mut index = match board.read_index() {
                 Ok(ix) => ix,
+                // Other owners are replacing it: read their index again.
+                Err(e) if format::replaced(&e) => continue,
                 Err(e) => {
                     self.note(e, "the open index; writing it anew");
                     Index::default()
@@ -469,7 +472,11 @@ impl Clerk {
         let index = match self.index_for(search, board, level, fresh) {
             Ok(ix) => ix,
             Err(e) => {
-                self.note(e, "the open index");
+                // An index that owners keep replacing is read at the next
+                // poll; only one that cannot be read is a problem.
+                if !format::replaced(&e) {
+                    self.note(e, "the open index");
+                }
                 return Outcome::Helped {
                     taken: None,
                     wake: now + poll,
@@ -538,7 +545,8 @@ impl Clerk {
     }
 
     /// Read the SOS of a candidate: its open post, or `None` (closed,
-    /// unreadable: reported, and skipped until its owner's next refresh).
+    /// unreadable: reported, and skipped until its owner's next refresh;
+    /// replaced by its owner at every read: skipped without a report).
     fn read_post(&mut self, c: &Candidate, board: &mut dyn Board, level: Level) -> Option<Post> {
         if level == Level::Shared {
             self.looks = (self.looks.0.max(c.distance), self.looks.1 + 1);
@@ -549,6 +557,7 @@ impl Clerk {
                 ..
             })) => Some(p),
             Ok(_) => None,
+            Err(e) if format::replaced(&e) => None,
             Err(e) => {
                 self.note(e, &format!("the SOS of rank {}", c.entry.rank));
                 None

@@ -155,6 +155,12 @@ fn gone_while_open(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ESTALE) || e.kind() == io::ErrorKind::NotFound
 }
 
+/// Whether `e` is a [`read`] that met its file replaced while open every
+/// time it tried: a file that other ranks keep replacing, not a broken one.
+pub fn replaced(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if gone_while_open(source))
+}
+
 /// Read and decode the file at `path`: `None` when there is none. Only a
 /// regular file is read: a FIFO, a device or a symbolic link in its place
 /// is corruption, not a file to wait on. A read that fails because the
@@ -396,6 +402,19 @@ mod tests {
         );
         assert_eq!(again, 0);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_a_file_replaced_at_every_read_is_replaced() {
+        let io = |code| Error::io(path(), io::Error::from_raw_os_error(code));
+        assert!(replaced(&io(libc::ESTALE)));
+        assert!(replaced(&io(libc::ENOENT)));
+        assert!(!replaced(&io(libc::EACCES)));
+        let torn = Error::Corrupt {
+            path: path().to_owned(),
+            reason: "cut short".into(),
+        };
+        assert!(!replaced(&torn));
     }
 
     #[test]
