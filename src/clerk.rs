@@ -472,11 +472,7 @@ impl Clerk {
         let index = match self.index_for(search, board, level, fresh) {
             Ok(ix) => ix,
             Err(e) => {
-                // An index that owners keep replacing is read at the next
-                // poll; only one that cannot be read is a problem.
-                if !format::replaced(&e) {
-                    self.note(e, "the open index");
-                }
+                self.skip(e, "the open index");
                 return Outcome::Helped {
                     taken: None,
                     wake: now + poll,
@@ -557,9 +553,8 @@ impl Clerk {
                 ..
             })) => Some(p),
             Ok(_) => None,
-            Err(e) if format::replaced(&e) => None,
             Err(e) => {
-                self.note(e, &format!("the SOS of rank {}", c.entry.rank));
+                self.skip(e, &format!("the SOS of rank {}", c.entry.rank));
                 None
             }
         }
@@ -643,6 +638,14 @@ impl Clerk {
     /// A problem got round: report it, go on.
     fn note(&mut self, e: Error, what: &str) {
         self.errors.push(format!("{e} (skipped {what})"));
+    }
+
+    /// A file skipped by a search: reported unless other ranks replaced it
+    /// at every try of the read (it is read again at the next search).
+    fn skip(&mut self, e: Error, what: &str) {
+        if !format::replaced(&e) {
+            self.note(e, what);
+        }
     }
 }
 
