@@ -641,7 +641,7 @@ impl Clerk {
     }
 
     /// A file skipped by a search: reported unless other ranks replaced it
-    /// at every try of the read (it is read again at the next search).
+    /// at every try of the read (a busy file, read again by a later search).
     fn skip(&mut self, e: Error, what: &str) {
         if !format::replaced(&e) {
             self.note(e, what);
