@@ -297,33 +297,42 @@ fn shared_file_ops(run: &Run, r: usize) -> u64 {
         .unwrap_or_else(|| panic!("no finalize line of rank {r}"))
 }
 
-/// Host transfers (issue 11), which the library turns on from 1,000 ranks
+/// Host transfers (issue 11), which the library turns on from 128 ranks
 /// (`large_job`), through real MPI messages at 16 ranks with `large_job:
 /// 16`: in sites16s host 1 (ranks 4 to 7) slows down at 3 s; its excess
 /// goes to other hosts' ranks in transfers, every SOS stays on its host's
 /// board (each helper's share comes from its own host), and no rank
 /// touches a signal file on the shared directory, nor creates one (an SOS
-/// file and a journal would count 8 operations). Every id once.
+/// file would count operations there). Every id once.
 #[test]
 fn hosts_trade_through_mpi_and_leave_the_shared_files_alone() {
     let run = emulate("sites16s", "full", &[("SOSLB_LARGE_JOB", "16")]);
     run.assert_exactly_once(4000);
     println!("{}", run.result);
-    let host = |r: usize| r / 4;
+    let from_host_1 = traded(&run, 16, 4);
+    assert!(from_host_1 > 0, "host 1 sent nothing: {}", run.result);
+}
+
+/// Checks a job of `ranks` ranks on hosts of `per_host` that traded through
+/// MPI: helpers helped only their own host's ranks, transfers came only from
+/// other hosts, and no rank touched a signal file on the shared directory.
+/// The ids host 1 sent.
+fn traded(run: &Run, ranks: usize, per_host: usize) -> u64 {
+    let host = |r: usize| r / per_host;
     let mut from_host_1 = 0;
-    for r in 0..16 {
-        for helper in helpers_of(&run, r) {
+    for r in 0..ranks {
+        for helper in helpers_of(run, r) {
             assert_eq!(host(helper), host(r), "rank {r} helped by rank {helper}");
         }
-        for (from, n) in transfers_to(&run, r) {
+        for (from, n) in transfers_to(run, r) {
             assert_ne!(host(from), host(r), "rank {r} received from rank {from}");
             if host(from) == 1 {
                 from_host_1 += n;
             }
         }
-        assert_eq!(shared_file_ops(&run, r), 0, "rank {r}");
+        assert_eq!(shared_file_ops(run, r), 0, "rank {r}");
     }
-    assert!(from_host_1 > 0, "host 1 sent nothing: {}", run.result);
+    from_host_1
 }
 
 /// A large job on hosts of 16 ranks: grid64s (64 ranks on four emulated
@@ -348,6 +357,20 @@ fn a_slowed_host_of_a_large_job_sends_its_excess_to_other_hosts() {
         "other hosts received {received} ids of host 1: {}",
         run.result
     );
+}
+
+/// Host transfers at their default threshold (`large_job` 128), with
+/// nothing set (the scenario gives the emulated hosts): wide128s, 128 ranks on 16 hosts of
+/// 8, host 1 slowing to half at 1.5 s. Every id once; helpers help only
+/// their own host's ranks, ids cross hosts only in transfers (host 1 sent
+/// some), and no rank touches a signal file on the shared directory.
+#[test]
+fn a_job_of_128_ranks_trades_between_hosts_by_default() {
+    let run = emulate("wide128s", "full", &[]);
+    run.assert_exactly_once(16000);
+    println!("{}", run.result);
+    let from_host_1 = traded(&run, 128, 8);
+    assert!(from_host_1 > 0, "host 1 sent nothing: {}", run.result);
 }
 
 #[test]
