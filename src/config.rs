@@ -65,12 +65,8 @@ pub enum OnDeadline {
 /// The default of the config's `large_job`: ranks from which on a job is
 /// large, and its hosts trade their drift through MPI ([`crate::transfer`])
 /// instead of SOS files on the shared storage (DESIGN §6: at scale the
-/// shared server's load matters more than a helper's latency). At 128
-/// ranks the SOS files make 1,100 to 3,200 shared-storage operations a
-/// second at their peak, transfers about 130, and transfers balance as
-/// well on fast storage and better on slow storage
-/// (`scripts/BENCHMARKS.md`).
-pub const LARGE_JOB: usize = 128;
+/// shared server's load matters more than a helper's latency).
+pub const LARGE_JOB: usize = 1000;
 
 /// Every setting of the library. See the field docs for defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -141,7 +137,7 @@ pub struct Config {
     /// the load on the shared storage grows with the late hosts, not the
     /// ranks (default true; false: every SOS on the shared storage).
     pub host_board: bool,
-    /// Ranks from which on a job is large (default 128): its hosts trade
+    /// Ranks from which on a job is large (default 1000): its hosts trade
     /// their drift from the plan in MPI messages planned from the
     /// termination waves, every SOS stays on its host's board, and the
     /// shared storage carries no balancing (see [`crate::transfer`] and

@@ -297,7 +297,7 @@ fn shared_file_ops(run: &Run, r: usize) -> u64 {
         .unwrap_or_else(|| panic!("no finalize line of rank {r}"))
 }
 
-/// Host transfers (issue 11), which the library turns on from 128 ranks
+/// Host transfers (issue 11), which the library turns on from 1,000 ranks
 /// (`large_job`), through real MPI messages at 16 ranks with `large_job:
 /// 16`: in sites16s host 1 (ranks 4 to 7) slows down at 3 s; its excess
 /// goes to other hosts' ranks in transfers, every SOS stays on its host's
@@ -359,14 +359,14 @@ fn a_slowed_host_of_a_large_job_sends_its_excess_to_other_hosts() {
     );
 }
 
-/// Host transfers at their default threshold (`large_job` 128), with
-/// nothing set (the scenario gives the emulated hosts): wide128s, 128 ranks on 16 hosts of
-/// 8, host 1 slowing to half at 1.5 s. Every id once; helpers help only
-/// their own host's ranks, ids cross hosts only in transfers (host 1 sent
-/// some), and no rank touches a signal file on the shared directory.
+/// The largest real MPI job of the tests: wide128s, 128 ranks on 16
+/// emulated hosts of 8, with `large_job: 128`; host 1 slows to half at
+/// 1.5 s. Every id once; helpers help only their own host's ranks, ids
+/// cross hosts only in transfers (host 1 sent some), and no rank touches a
+/// signal file on the shared directory.
 #[test]
-fn a_job_of_128_ranks_trades_between_hosts_by_default() {
-    let run = emulate("wide128s", "full", &[]);
+fn a_job_of_128_ranks_on_16_hosts_trades_between_hosts() {
+    let run = emulate("wide128s", "full", &[("SOSLB_LARGE_JOB", "128")]);
     run.assert_exactly_once(16000);
     println!("{}", run.result);
     let from_host_1 = traded(&run, 128, 8);
