@@ -309,15 +309,14 @@ fn hosts_trade_through_mpi_and_leave_the_shared_files_alone() {
     let run = emulate("sites16s", "full", &[("SOSLB_LARGE_JOB", "16")]);
     run.assert_exactly_once(4000);
     println!("{}", run.result);
-    let from_host_1 = traded(&run, 16, 4);
-    assert!(from_host_1 > 0, "host 1 sent nothing: {}", run.result);
+    assert_traded(&run, 16, 4);
 }
 
 /// Checks a job of `ranks` ranks on hosts of `per_host` that traded through
 /// MPI: helpers helped only their own host's ranks, transfers came only from
-/// other hosts, and no rank touched a signal file on the shared directory.
-/// The ids host 1 sent.
-fn traded(run: &Run, ranks: usize, per_host: usize) -> u64 {
+/// other hosts, host 1 sent some, and no rank touched a signal file on the
+/// shared directory.
+fn assert_traded(run: &Run, ranks: usize, per_host: usize) {
     let host = |r: usize| r / per_host;
     let mut from_host_1 = 0;
     for r in 0..ranks {
@@ -332,7 +331,7 @@ fn traded(run: &Run, ranks: usize, per_host: usize) -> u64 {
         }
         assert_eq!(shared_file_ops(run, r), 0, "rank {r}");
     }
-    from_host_1
+    assert!(from_host_1 > 0, "host 1 sent nothing: {}", run.result);
 }
 
 /// A large job on hosts of 16 ranks: grid64s (64 ranks on four emulated
@@ -369,8 +368,7 @@ fn a_job_of_128_ranks_on_16_hosts_trades_between_hosts() {
     let run = emulate("wide128s", "full", &[("SOSLB_LARGE_JOB", "128")]);
     run.assert_exactly_once(16000);
     println!("{}", run.result);
-    let from_host_1 = traded(&run, 128, 8);
-    assert!(from_host_1 > 0, "host 1 sent nothing: {}", run.result);
+    assert_traded(&run, 128, 8);
 }
 
 #[test]
