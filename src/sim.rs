@@ -32,7 +32,7 @@ use crate::policy::{Event, Params, Rank, RankReport, Reply, Request, Step};
 use crate::scenario::Scenario;
 use crate::seed::splitmix64;
 use crate::topology::{Sites, Topology, virtual_hosts};
-use crate::verdict::Job;
+use crate::verdict::{Words, joins_wave};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -266,19 +266,26 @@ impl Queue {
     }
 }
 
-/// The termination waves. They complete about once per check interval;
-/// each tells every rank the job's completed count and summed speed, as the
-/// ranks joined it: busy ranks join at their checks, so a wave brings the
-/// state of up to an interval before, half an interval on average (the
-/// job's forecast end comes out that much later than the truth).
+/// The termination waves, as the shell runs them: a wave starts when the
+/// last one completes; a rank inside the library (idle, or waiting for a
+/// reply) joins it at once, a computing one at its first call that is a
+/// check ([`joins_wave`]), so a slow rank's realisation holds every wave
+/// up. The wave completes when the last rank joins, and tells every rank
+/// the job as each rank stood when it joined ([`Words`], the shell's sums).
 struct Waves {
     /// Realisations whose completion the ranks have reported (at their next
-    /// call after the chunk), as the waves add them up.
+    /// call after the chunk): the job ends when they are all reported.
     completed: u64,
-    next_wave: f64,
-    next_join: f64,
-    joined: Option<Job>,
-    /// The waves joined after the warm-up exchange carry host transfers
+    /// The wave in flight: the words of the ranks that joined it, which
+    /// ones did, and how many have not.
+    words: Words,
+    joined: Vec<bool>,
+    missing: usize,
+    /// When each rank, computing, joins the next wave (its next check).
+    due: Vec<f64>,
+    /// Whether each rank computes a chunk (outside the library).
+    computing: Vec<bool>,
+    /// The waves started after the warm-up exchange carry host transfers
     /// ([`crate::transfer::planned`]; the time of the last plan's wave).
     waves_start: bool,
     after_plan: bool,
@@ -286,86 +293,71 @@ struct Waves {
 }
 
 impl Waves {
-    fn new(check_interval: f64) -> Waves {
+    /// The first wave, which each rank joins at its first check, half a
+    /// check interval in.
+    fn new(topology: &Topology, check_interval: f64) -> Waves {
+        let p = topology.ranks();
         Waves {
             completed: 0,
-            next_wave: check_interval,
-            next_join: 0.5 * check_interval,
-            joined: None,
+            words: Words::zero(p, topology.hosts()),
+            joined: vec![false; p],
+            missing: p,
+            due: vec![0.5 * check_interval; p],
+            computing: vec![true; p],
             waves_start: false,
             after_plan: false,
             planned: f64::NEG_INFINITY,
         }
     }
 
-    /// At `now`: the wave joined completes on every rank when due, and the
-    /// next one is joined.
-    fn advance(&mut self, now: f64, ranks: &mut [Rank], topology: &Topology, params: &Params) {
-        if now >= self.next_wave
-            && let Some(mut job) = self.joined.take()
-        {
-            // (The shell's waves start after the warm-up exchange: the
-            // waves joined before it carry no moves.)
-            if let Some(moves) = crate::transfer::planned(&job, topology, params, self.planned)
-                .filter(|_| self.after_plan)
-            {
-                self.planned = job.at;
-                job.moves = Arc::new(moves);
-            }
-            for rank in ranks.iter_mut() {
-                rank.observe_job(job.clone());
-            }
-            self.next_wave = now + params.check_interval;
-        }
-        if now >= self.next_join && self.joined.is_none() {
-            self.joined = Some(job_view(ranks, topology, self.completed, now));
-            self.after_plan = self.waves_start;
-            self.next_join = self.next_wave + 0.5 * params.check_interval;
-        }
+    fn join(&mut self, i: usize, rank: &Rank, topology: &Topology, now: f64, interval: f64) {
+        self.words.add(&rank.status(now), i, topology);
+        self.joined[i] = true;
+        self.missing -= 1;
+        self.due[i] = now + interval;
     }
-}
 
-/// What a wave joined at `now` tells of the job: the `completed` count, the
-/// ranks' speeds and states, each host's ids left and speed, and the SOS
-/// open on its board.
-fn job_view(ranks: &[Rank], topology: &Topology, completed: u64, now: f64) -> Job {
-    let p = ranks.len();
-    let mut hosts = vec![(0, 0.0); topology.hosts()];
-    let mut host_open = vec![0; topology.hosts()];
-    let mut excess = vec![0; topology.hosts()];
-    let mut free_ranks = vec![0u64; p.div_ceil(64)];
-    let mut fast_ranks = vec![0u64; p.div_ceil(64)];
-    let mut sos_ranks = vec![0u64; p.div_ceil(64)];
-    for (r, rank) in ranks.iter().enumerate() {
-        let h = topology.host_index(r);
-        hosts[h].0 += rank.remaining();
-        hosts[h].1 += rank.speed();
-        host_open[h] += rank.sos_on_host() as u64;
-        excess[h] += rank.excess(now);
-        free_ranks[r / 64] |= u64::from(rank.is_free()) << (r % 64);
-        fast_ranks[r / 64] |= u64::from(rank.fast()) << (r % 64);
-        sos_ranks[r / 64] |= u64::from(rank.sos_open()) << (r % 64);
-    }
-    Job {
-        completed,
-        speed: ranks.iter().map(Rank::speed).sum(),
-        at: now,
-        idle: Arc::new(topology.idle_map(
-            ranks.iter().filter(|r| !r.owns_work()).count(),
-            (0..p).filter(|&r| ranks[r].is_free()),
-        )),
-        open: ranks.iter().filter(|r| r.sos_open()).count() as u64,
-        free_speed: (ranks.iter())
-            .filter(|r| r.is_free())
-            .map(Rank::speed)
-            .sum(),
-        host_open: Arc::new(host_open),
-        hosts: Arc::new(hosts),
-        excess: Arc::new(excess),
-        free_ranks: Arc::new(free_ranks),
-        sos_ranks: Arc::new(sos_ranks),
-        fast_ranks: Arc::new(fast_ranks),
-        moves: Arc::default(),
+    /// Rank `i` at the end of its call at `now`: it joins the wave in
+    /// flight if it is time; the wave completes when the last rank has
+    /// joined, and the next one starts.
+    fn call(
+        &mut self,
+        i: usize,
+        now: f64,
+        ranks: &mut [Rank],
+        topology: &Topology,
+        params: &Params,
+    ) {
+        let interval = params.check_interval;
+        let rank = &ranks[i];
+        let ends_soon = rank.remaining() as f64 <= rank.speed() * interval;
+        let busy = self.computing[i] && rank.owns_work();
+        if !self.joined[i] && joins_wave(now, busy, ends_soon, self.due[i], interval) {
+            self.join(i, rank, topology, now, interval);
+        }
+        if self.missing > 0 {
+            return;
+        }
+        let mut job = self.words.job(topology);
+        // (The waves started before the warm-up exchange carry no moves.)
+        if let Some(moves) = crate::transfer::planned(&job, topology, params, self.planned)
+            .filter(|_| self.after_plan)
+        {
+            self.planned = job.at;
+            job.moves = Arc::new(moves);
+        }
+        for rank in ranks.iter_mut() {
+            rank.observe_job(job.clone());
+        }
+        self.words = Words::zero_like(&self.words);
+        self.joined.fill(false);
+        self.missing = ranks.len();
+        self.after_plan = self.waves_start;
+        for (k, rank) in ranks.iter().enumerate() {
+            if !self.computing[k] {
+                self.join(k, rank, topology, now, interval);
+            }
+        }
     }
 }
 
@@ -478,6 +470,7 @@ impl<'a> Sim<'a> {
             .collect();
         let timed =
             (opts.storage_delay > 0.0 || distance_delay > 0.0).then_some(opts.storage_delay);
+        let waves = Waves::new(&topology, params.check_interval);
         Sim {
             scenario,
             params,
@@ -496,7 +489,7 @@ impl<'a> Sim<'a> {
             finish: vec![0.0; p],
             corrupt: opts.corrupt,
             queue: Queue::new(p, opts.seed),
-            waves: Waves::new(params.check_interval),
+            waves,
             storage: Storage::new(p, timed),
             inbox: vec![Vec::new(); p],
             idle_until: vec![None; p],
@@ -504,10 +497,10 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Rank `i`'s call at `now`, after the waves, the storage fault, the
-    /// reply and the host transfers due: whether every id is now reported.
+    /// Rank `i`'s call at `now`, after the storage fault, the reply and the
+    /// host transfers due, and before it joins a wave: whether every id is
+    /// now reported.
     fn call(&mut self, i: usize, now: f64) -> Result<bool> {
-        (self.waves).advance(now, &mut self.ranks, &self.topology, self.params);
         if let Some((at, rank)) = self.corrupt
             && now >= at
         {
@@ -536,6 +529,7 @@ impl<'a> Sim<'a> {
         self.waves.completed += self.ranks[i].done() - before;
         let logged = self.events[i].len();
         self.events[i].extend(self.ranks[i].drain_events().map(|e| (now, e)));
+        self.waves.computing[i] = matches!(step, Step::Compute(_));
         self.state[i] = self.state_after(i, now, step)?;
         if self.events[i].len() > logged {
             self.storage.log(i, now);
@@ -547,6 +541,7 @@ impl<'a> Sim<'a> {
             self.state.iter_mut().for_each(|s| *s = State::Done(end));
             return Ok(true);
         }
+        (self.waves).call(i, now, &mut self.ranks, &self.topology, self.params);
         self.reschedule(i)?;
         if self.exchanging == self.ranks.len() {
             self.exchange(now)?;

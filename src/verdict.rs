@@ -266,22 +266,37 @@ impl Words {
 
     /// The contribution of rank `me` of `topology`.
     pub fn of(status: &Status, me: usize, topology: &Topology) -> Words {
-        let ranks = topology.ranks();
-        let mut w = Words::zero(ranks, topology.hosts());
-        w.sums[..FIXED].copy_from_slice(&[
+        let mut w = Words::zero(topology.ranks(), topology.hosts());
+        w.add(status, me, topology);
+        w
+    }
+
+    /// Add the contribution of rank `me` of `topology` (the reduction of
+    /// one rank's words, done in place).
+    pub fn add(&mut self, status: &Status, me: usize, topology: &Topology) {
+        let fixed = [
             status.completed,
             status.stop as u64,
             status.speed_milli,
             status.sos_open as u64,
             status.speed_time_milli,
             if status.free { status.speed_milli } else { 0 },
-        ]);
+        ];
         let h = FIXED + PER_HOST * topology.host_index(me);
-        w.sums[h] = status.remaining;
-        w.sums[h + 1] = status.speed_milli;
-        w.sums[h + 2] = status.sos_on_host as u64;
-        w.sums[h + 3] = status.excess;
-        let words = ranks.div_ceil(64);
+        let host = [
+            status.remaining,
+            status.speed_milli,
+            status.sos_on_host as u64,
+            status.excess,
+        ];
+        let (head, hosts) = self.sums.split_at_mut(FIXED);
+        let sums = head
+            .iter_mut()
+            .chain(&mut hosts[h - FIXED..h - FIXED + PER_HOST]);
+        for (a, b) in sums.zip(fixed.into_iter().chain(host)) {
+            *a = a.wrapping_add(b);
+        }
+        let words = topology.ranks().div_ceil(64);
         let bit = 1u64 << (me % 64);
         let maps = [
             status.failed,
@@ -292,10 +307,9 @@ impl Words {
         ];
         for (k, set) in maps.into_iter().enumerate() {
             if set {
-                w.bits[k * words + me / 64] |= bit;
+                self.bits[k * words + me / 64] |= bit;
             }
         }
-        w
     }
 
     /// What the words say of the job: realisations completed, the summed
@@ -483,6 +497,21 @@ pub struct Move {
     pub to: usize,
     /// How many ids.
     pub ids: u64,
+}
+
+/// Whether a rank joins a new termination wave at `now`: at once when it
+/// is idle or waits inside the library; when `busy` computing, at its
+/// checks (from `due` on), and when its own work `ends_soon` (before its
+/// next check), one interval later, by when it is idle. Joined busy, the
+/// last rank to finish made the job's last wave fail, and the verdict
+/// waited a wave more (emulator, sites16-one: 78 ms from the last
+/// realisation to the end of the run, 58 ms with this).
+pub fn joins_wave(now: f64, busy: bool, ends_soon: bool, due: f64, interval: f64) -> bool {
+    match (busy, ends_soon) {
+        (false, _) => true,
+        (true, false) => now >= due,
+        (true, true) => now >= due + interval,
+    }
 }
 
 #[cfg(test)]
@@ -715,5 +744,20 @@ mod tests {
         assert_eq!(job.host_end(0), 2.0 + 150.0 / 50.0);
         assert_eq!(job.host_end(1), 2.0 + 30.0 / 5.0);
         assert_eq!(job.host_end(7), f64::INFINITY, "no such host");
+    }
+
+    #[test]
+    fn a_rank_about_to_run_out_of_work_joins_the_next_wave_idle() {
+        let interval = 0.25;
+        // Idle, or waiting inside the library: at once.
+        assert!(joins_wave(1.0, false, true, 9.0, interval));
+        // Computing: at its check.
+        assert!(!joins_wave(1.0, true, false, 1.1, interval));
+        assert!(joins_wave(1.1, true, false, 1.1, interval));
+        // Computing its last ids: one interval later, idle by then; no
+        // later, should its work not end after all.
+        assert!(!joins_wave(1.1, true, true, 1.1, interval));
+        assert!(!joins_wave(1.3, true, true, 1.1, interval));
+        assert!(joins_wave(1.35, true, true, 1.1, interval));
     }
 }

@@ -172,20 +172,12 @@ impl Termination {
     /// This rank's contribution to a wave; `sending` while host transfers
     /// it sent are on their way.
     pub(super) fn status(&self, rank: &Rank, sending: bool, now: f64) -> Status {
-        let speed = rank.speed();
+        let status = rank.status(now);
         Status {
-            completed: rank.audit().count,
-            busy: rank.owns_work() || sending,
+            busy: status.busy || sending,
             failed: self.failure.is_some(),
             stop: self.stop,
-            speed_milli: (speed * 1000.0).round() as u64,
-            speed_time_milli: (speed * now * 1000.0).round() as u64,
-            sos_open: rank.sos_open(),
-            fast: rank.fast(),
-            sos_on_host: rank.sos_on_host(),
-            free: rank.is_free(),
-            remaining: rank.remaining(),
-            excess: rank.excess(now),
+            ..status
         }
     }
 
@@ -225,7 +217,7 @@ impl Termination {
     ) {
         let ends_soon = status.remaining as f64 <= rank.speed() * interval;
         let busy = status.busy && !waiting;
-        if !joins_wave(now, busy, ends_soon, self.next_wave, interval) {
+        if !crate::verdict::joins_wave(now, busy, ends_soon, self.next_wave, interval) {
             return;
         }
         self.next_wave = now + interval;
@@ -365,40 +357,5 @@ impl Termination {
         if matches!(v, Verdict::Failed { .. } | Verdict::Lost { .. }) {
             ctx.monitor.flush();
         }
-    }
-}
-
-/// Whether a rank joins a new termination wave at `now`: at once when it
-/// is idle or waits inside the library; when `busy` computing, at its
-/// checks (from `due` on), and when its own work `ends_soon` (before its
-/// next check), one interval later, by when it is idle. Joined busy, the
-/// last rank to finish made the job's last wave fail, and the verdict
-/// waited a wave more (emulator, sites16-one: 78 ms from the last
-/// realisation to the end of the run, 58 ms with this).
-fn joins_wave(now: f64, busy: bool, ends_soon: bool, due: f64, interval: f64) -> bool {
-    match (busy, ends_soon) {
-        (false, _) => true,
-        (true, false) => now >= due,
-        (true, true) => now >= due + interval,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_rank_about_to_run_out_of_work_joins_the_next_wave_idle() {
-        let interval = 0.25;
-        // Idle, or waiting inside the library: at once.
-        assert!(joins_wave(1.0, false, true, 9.0, interval));
-        // Computing: at its check.
-        assert!(!joins_wave(1.0, true, false, 1.1, interval));
-        assert!(joins_wave(1.1, true, false, 1.1, interval));
-        // Computing its last ids: one interval later, idle by then; no
-        // later, should its work not end after all.
-        assert!(!joins_wave(1.1, true, true, 1.1, interval));
-        assert!(!joins_wave(1.3, true, true, 1.1, interval));
-        assert!(joins_wave(1.35, true, true, 1.1, interval));
     }
 }

@@ -49,7 +49,7 @@ use crate::ids::IdSet;
 use crate::protocol::{Claim, Entry, Level, Slot};
 use crate::speed::{Speed, forecast};
 use crate::topology::Topology;
-use crate::verdict::{Audit, Job};
+use crate::verdict::{Audit, Job, Status};
 
 pub mod helper;
 mod helping;
@@ -265,6 +265,27 @@ impl Rank {
     /// Realisations computed by this rank so far.
     pub fn done(&self) -> u64 {
         self.speed.done()
+    }
+
+    /// This rank's words for a termination wave it joins at `now`; the
+    /// shell adds its failure, a stop asked for and its host transfers
+    /// under way.
+    pub fn status(&self, now: f64) -> Status {
+        let speed = self.speed();
+        Status {
+            completed: self.audit().count,
+            busy: self.owns_work(),
+            failed: false,
+            stop: false,
+            speed_milli: (speed * 1000.0).round() as u64,
+            speed_time_milli: (speed * now * 1000.0).round() as u64,
+            sos_open: self.sos_open(),
+            fast: self.fast(),
+            sos_on_host: self.sos_on_host(),
+            free: self.is_free(),
+            remaining: self.remaining(),
+            excess: self.excess(now),
+        }
     }
 
     /// What a termination wave says of the whole job: its forecast end
