@@ -3,7 +3,7 @@
 //! virtual clock) and prints one result line, like the emulator's:
 //!
 //! ```text
-//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=12.4 ideal_s=11.75 efficiency=0.95 sim_seconds=0.01 storage_ops_per_s_peak=1200 storage_ops=9000 finalize_writes=16 help_d0=310 help_d1=0 help_d2=0 steals=40 ops_per_steal=3.1 host_steals=0
+//! result: scenario=step16 mode=full ranks=16 realisations=8000 missing=0 duplicates=0 makespan_s=11.91 ideal_s=11.75 efficiency=0.987 sim_seconds=0.003 storage_ops_per_s_peak=16 storage_ops=110 finalize_writes=16 help_d0=1044 help_d1=0 help_d2=0 steals=0 ops_per_steal=0.00 host_steals=39 transfers=0 transferred=0 waves=40
 //! ```
 //!
 //! `help_d<d>`: realisations helpers at distance `d` took (the emulator's);
@@ -12,7 +12,7 @@
 //! board, and `ops_per_steal` the storage operations they made there, on
 //! average; `host_steals`: those from a host's board;
 //! `transfers`, `transferred`: host transfers sent, and the ids they
-//! carried.
+//! carried; `waves`: termination waves completed.
 //! Usage: `simulate SCENARIO MODE [--storage-delay S] [--seed N] [--jitter F]
 //! [--ranks-per-host N] [--hosts-per-site N] [--trace] [--ops]`; `--trace`
 //! prints every rank's plan, SOS and AID events on stderr, in time order;
@@ -107,7 +107,7 @@ fn run() -> Result<String, String> {
         "result: scenario={} mode={} ranks={} realisations={} missing={missing} duplicates={duplicates} \
          makespan_s={:.2} ideal_s={ideal:.2} efficiency={:.3} sim_seconds={seconds:.3} \
          storage_ops_per_s_peak={} storage_ops={} finalize_writes={} help_d0={} help_d1={} \
-         help_d2={} steals={} ops_per_steal={:.2} host_steals={} transfers={} transferred={}",
+         help_d2={} steals={} ops_per_steal={:.2} host_steals={} transfers={} transferred={} waves={}",
         scenario.name,
         format!("{mode:?}").to_lowercase(),
         scenario.ranks,
@@ -125,6 +125,7 @@ fn run() -> Result<String, String> {
         out.reports.iter().map(|r| r.host_steals).sum::<u64>(),
         out.transfers.0,
         out.transfers.1,
+        out.waves,
     ))
 }
 

@@ -104,6 +104,8 @@ pub struct Outcome {
     /// Host transfers sent ([`crate::transfer`]): messages, and the ids
     /// they carried.
     pub transfers: (u64, u64),
+    /// Termination waves completed (the emulator's `waves`).
+    pub waves: u64,
     /// The monitor logs' writes at `finish`: one per rank, and the
     /// creation of the logs not written before, in the second the job ends
     /// (not in [`Outcome::storage_ops`]).
@@ -270,17 +272,26 @@ impl Queue {
 /// last one completes; a rank inside the library (idle, or waiting for a
 /// reply) joins it at once, a computing one at its first call that is a
 /// check ([`joins_wave`]), so a slow rank's realisation holds every wave
-/// up. The wave completes when the last rank joins, and tells every rank
-/// the job as each rank stood when it joined ([`Words`], the shell's sums).
+/// up. A non-blocking reduction advances only inside MPI calls, so the
+/// wave completes when every rank has called once more after the last one
+/// joined (a rank inside the library at once: it tests every millisecond or
+/// two). It tells every rank the job as each rank stood when it joined
+/// ([`Words`], the shell's sums).
 struct Waves {
     /// Realisations whose completion the ranks have reported (at their next
     /// call after the chunk): the job ends when they are all reported.
     completed: u64,
+    /// Waves completed.
+    count: u64,
     /// The wave in flight: the words of the ranks that joined it, which
     /// ones did, and how many have not.
     words: Words,
     joined: Vec<bool>,
     missing: usize,
+    /// Once every rank has joined: which ranks have called since, and how
+    /// many have not.
+    tested: Vec<bool>,
+    untested: usize,
     /// When each rank, computing, joins the next wave (its next check).
     due: Vec<f64>,
     /// Whether each rank computes a chunk (outside the library).
@@ -299,9 +310,12 @@ impl Waves {
         let p = topology.ranks();
         Waves {
             completed: 0,
+            count: 0,
             words: Words::zero(p, topology.hosts()),
             joined: vec![false; p],
             missing: p,
+            tested: vec![false; p],
+            untested: p,
             due: vec![0.5 * check_interval; p],
             computing: vec![true; p],
             waves_start: false,
@@ -315,11 +329,16 @@ impl Waves {
         self.joined[i] = true;
         self.missing -= 1;
         self.due[i] = now + interval;
+        if self.missing == 0 {
+            // The computing ranks test the reduction at their next call.
+            self.tested = self.computing.iter().map(|c| !c).collect();
+            self.untested = self.tested.iter().filter(|t| !**t).count();
+        }
     }
 
     /// Rank `i` at the end of its call at `now`: it joins the wave in
-    /// flight if it is time; the wave completes when the last rank has
-    /// joined, and the next one starts.
+    /// flight if it is time, or tests it once all have joined; the wave
+    /// completes when every rank has tested it, and the next one starts.
     fn call(
         &mut self,
         i: usize,
@@ -334,10 +353,14 @@ impl Waves {
         let busy = self.computing[i] && rank.owns_work();
         if !self.joined[i] && joins_wave(now, busy, ends_soon, self.due[i], interval) {
             self.join(i, rank, topology, now, interval);
+        } else if self.missing == 0 && !self.tested[i] {
+            self.tested[i] = true;
+            self.untested -= 1;
         }
-        if self.missing > 0 {
+        if self.missing > 0 || self.untested > 0 {
             return;
         }
+        self.count += 1;
         let mut job = self.words.job(topology);
         // (The waves started before the warm-up exchange carry no moves.)
         if let Some(moves) = crate::transfer::planned(&job, topology, params, self.planned)
@@ -720,6 +743,7 @@ impl<'a> Sim<'a> {
             storage_seconds: self.storage.seconds,
             events: self.events,
             transfers: self.transfers,
+            waves: self.waves.count,
             finalize_writes: p as u64
                 + self.storage.log_created.iter().filter(|&&c| !c).count() as u64,
         })

@@ -935,6 +935,25 @@ fn an_owner_counts_at_the_end_the_help_it_did_not_see() {
     assert!(owner.last_look(t, &mut board).is_ok(), "a second last look");
 }
 
+/// A wave completes only when every rank has called once more after the
+/// last one joined (a reduction advances inside MPI calls): with one rank
+/// whose realisations take a second, a wave every two of its calls, not
+/// every one.
+#[test]
+fn a_wave_waits_for_every_ranks_next_call_after_the_last_joined() {
+    let mut s = scenario(4, 80, vec![1.0, 1.0, 1.0, 0.02], None, None);
+    s.base = 0.02;
+    let out = simulate_once(&s, Mode::Static);
+    // The slow rank's 20 realisations of a second each, one call after each.
+    let t = out.makespan;
+    assert!(t > 19.0, "{t} s");
+    let waves = out.waves as f64;
+    assert!(
+        waves <= t / 2.0 + 2.0 && waves >= t / 3.0,
+        "{waves} waves in {t:.1} s"
+    );
+}
+
 /// The job's forecast end is dated by the wave's counts, not by when the
 /// wave reached the rank: 3,000 realisations left at 100 per second, as of
 /// 5 s, end at 35 s, however late the wave completes.
